@@ -1,0 +1,23 @@
+"""polyad: exact, simplified gradients of tensor expressions, compiled to OpenCL.
+
+The public API (see docs/ and ../shared/DESIGN.md); nothing else lives here.
+"""
+
+from . import errors
+from .errors import (
+    ArityError, AxisError, BuildError, DeviceError, DtypeError, EvaluationError, IndexingError,
+    NotDifferentiableError, OutOfBoundsError, PolyadError, ScheduleError, ShapeError, TuningLogError,
+)
+from .te import (
+    Tensor, cast, comm_reducer, compute, const, floordiv, floormod, max, min, placeholder, prod,
+    reduce_axis, select, show, sum,
+)
+from .te.intrin import (
+    abs, ceil, cos, erf, exp, floor, log, log1p, log2, logical_and, logical_not, logical_or, pow,
+    round, rsqrt, sigmoid, sign, sin, sqrt, tanh, trunc,
+)
+from .evaluate import evaluate
+from . import ops
+from .ops import nn
+
+__version__ = "0.1.0"

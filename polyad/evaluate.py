@@ -1,0 +1,301 @@
+"""``pa.evaluate``: the numpy reference interpreter of any tensor graph.
+
+It is the oracle of the test suite, so it is written for obviousness first and
+speed second:
+
+* each stage is evaluated once, vectorised over its whole domain: an axis
+  variable is an ``arange`` shaped to broadcast along its own dimension, and a
+  reduction adds one dimension per reduce axis after the output dimensions;
+* a stage whose domain is too large is split into blocks along its largest
+  output axis, so memory stays bounded;
+* reads outside a tensor are errors, except under a false ``select`` branch
+  or a false ``where=``: evaluation carries a mask of the points that are
+  really computed, and only those are checked;
+* integer ``//`` and ``%`` floor (Python and isl semantics).
+"""
+
+import math
+
+import numpy as np
+
+from .errors import EvaluationError, OutOfBoundsError, PolyadError
+from .te import dtype as dt
+from .te.expr import Call, Const, Load, Reduce, Var
+from .te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
+
+#: Elements of the largest array one block of a stage may broadcast to.
+BLOCK_ELEMENTS = 1 << 23
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _floordiv(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.floor_divide(a, b)
+    return np.floor(a / b)
+
+
+def _floormod(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.mod(a, b)
+    return a - np.floor(a / b) * b
+
+
+def _sigmoid(x):
+    return np.exp(-np.logaddexp(np.zeros((), x.dtype), -x))
+
+
+#: op name -> numpy implementation (the same names as te.expr.OPS)
+NUMPY_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": _floordiv, "floormod": _floormod, "min": np.minimum, "max": np.maximum,
+    "pow": np.power,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
+    "shl": np.left_shift, "shr": np.right_shift,
+    "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
+    "sin": np.sin, "cos": np.cos, "erf": lambda x: _erf(x).astype(x.dtype),
+    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
+    "neg": np.negative, "abs": np.abs, "sign": np.sign,
+}
+
+
+def _and(m, c):
+    if m is None:
+        return c
+    return np.logical_and(m, c)
+
+
+class _Block:
+    """Evaluates expressions of one stage over a block of its domain."""
+
+    def __init__(self, values, env, rank, where):
+        self.values = values  # id(tensor) -> ndarray
+        self.env = env  # id(var) -> ndarray broadcastable to the block
+        self.rank = rank
+        self.where = where  # a description of the stage, for error messages
+        self.memo = {}
+
+    def ev(self, e, mask=None):
+        key = (id(e), id(mask))
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit[1]
+        r = self._ev(e, mask)
+        self.memo[key] = (mask, r)  # hold mask so its id is not reused
+        return r
+
+    def _ev(self, e, mask):
+        if isinstance(e, Const):
+            return np.asarray(e.value, dtype=e.dtype)
+        if isinstance(e, Var):
+            try:
+                return self.env[id(e)]
+            except KeyError:
+                raise PolyadError(f"{self.where}: variable {e.name!r} has no value here") from None
+        if isinstance(e, Load):
+            return self._load(e, mask)
+        if isinstance(e, Call):
+            op, args = e.op, e.args
+            if op == "select":
+                c = self.ev(args[0], mask)
+                if c.ndim == 0:
+                    return self.ev(args[1] if c else args[2], mask)
+                a = self.ev(args[1], _and(mask, c))
+                b = self.ev(args[2], _and(mask, np.logical_not(c)))
+                return np.where(c, a, b)
+            if op == "cast":
+                return np.asarray(self.ev(args[0], mask)).astype(e.dtype)
+            if op in ("and", "or"):
+                a = self.ev(args[0], mask)
+                guard = a if op == "and" else np.logical_not(a)
+                b = self.ev(args[1], _and(mask, guard) if a.ndim else (mask if bool(guard) else None))
+                if a.ndim == 0 and not bool(guard):
+                    return a
+                return NUMPY_OPS[op](a, b)
+            vals = [self.ev(a, mask) for a in args]
+            return np.asarray(NUMPY_OPS[op](*vals)).astype(e.dtype, copy=False)
+        if isinstance(e, Reduce):
+            raise PolyadError(f"{self.where}: a reduction inside an expression (only allowed at the top of a body)")
+        raise PolyadError(f"{self.where}: cannot evaluate {e!r}")
+
+    def _load(self, e, mask):
+        t = e.tensor
+        arr = self.values[id(t)]
+        if not e.indices:
+            return arr[()]
+        idx = [np.asarray(self.ev(i, mask)) for i in e.indices]
+        for ax, (ix, n) in enumerate(zip(idx, t.shape)):
+            if ix.size == 0:
+                continue
+            lo, hi = ix.min(), ix.max()
+            if lo >= 0 and hi < n:
+                continue
+            bad = (ix < 0) | (ix >= n)
+            if mask is not None:
+                bad = np.logical_and(bad, mask)
+            if bad.any():
+                ixb, badb = np.broadcast_arrays(ix, bad)
+                value = ixb[tuple(np.argwhere(badb)[0])]
+                raise OutOfBoundsError(
+                    f"{self.where}: read of tensor {t.name!r} at axis {ax} index {int(value)} is outside [0, {n})"
+                    f" (indices {', '.join(str(i) for i in e.indices)})"
+                )
+            idx[ax] = np.clip(ix, 0, n - 1)
+        return arr[tuple(idx)]
+
+
+def _check_feed(placeholder_tensors, feed):
+    vals = {}
+    by_id = {}
+    for k, v in feed.items():
+        if not isinstance(k, Tensor):
+            raise EvaluationError(f"feed keys must be tensors, got {k!r}")
+        by_id[id(k)] = v
+    for t in placeholder_tensors:
+        if id(t) not in by_id:
+            raise EvaluationError(f"no value fed for input tensor {t.name!r} {t.dtype}{list(t.shape)}")
+        a = by_id[id(t)]
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+            if a.dtype.kind == "f" and dt.is_float(t.dtype) or a.dtype.kind in "iu" and dt.is_int(t.dtype):
+                a = a.astype(t.dtype)  # Python lists and scalars take the tensor's dtype
+        if a.shape != t.shape:
+            raise EvaluationError(f"input tensor {t.name!r} has shape {t.shape}, but the fed array has shape {a.shape}")
+        if a.dtype.name != t.dtype:
+            raise EvaluationError(
+                f"input tensor {t.name!r} has dtype {t.dtype}, but the fed array has dtype {a.dtype.name} "
+                f"(convert it with .astype({t.dtype!r}))"
+            )
+        vals[id(t)] = a
+    return vals
+
+
+def evaluate(outputs, feed):
+    """``pa.evaluate(outputs, {placeholder: array})``: compute tensors with numpy.
+
+    Returns one array for one tensor, a list for a list.  Each stage is
+    evaluated once, however many times it is used.
+    """
+    single = isinstance(outputs, Tensor)
+    outs = as_tensor_list(outputs, "evaluate")
+    ops = walk_ops(outs)
+    placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
+    values = _check_feed(placeholders, dict(feed))
+    with np.errstate(all="ignore"):
+        for op in ops:
+            if isinstance(op, PlaceholderOp):
+                continue
+            results = evaluate_op(op, values)
+            for t, r in zip(op.outputs, results):
+                values[id(t)] = r
+    res = [values[id(t)] for t in outs]
+    return res[0] if single else res
+
+
+def evaluate_op(op, values):
+    """The output arrays of one operation, given the arrays of its inputs."""
+    if isinstance(op, ComputeOp):
+        return _eval_compute(op, values)
+    fn = getattr(op, "evaluate_numpy", None)
+    if fn is None:
+        raise PolyadError(f"stage {op.name!r}: no numpy evaluation for {type(op).__name__}")
+    return fn(values)
+
+
+def _eval_compute(op, values):
+    shape = op.shape
+    red = op.reduce_axis
+    rsize = int(np.prod([a.extent for a in red], dtype=np.int64)) if red else 1
+    outs = [np.empty(shape, dtype=b.dtype) for b in op.body]
+    for block in _blocks(shape, rsize):
+        res = _eval_block(op, values, block)
+        sl = tuple(slice(a, b) for a, b in block)
+        for o, r in zip(outs, res):
+            o[sl] = r
+    return outs
+
+
+def _blocks(shape, rsize):
+    """Split the output index space into boxes of at most BLOCK_ELEMENTS points (times rsize)."""
+    pending = [tuple((0, s) for s in shape)]
+    while pending:
+        box = pending.pop()
+        size = int(np.prod([b - a for a, b in box], dtype=np.int64)) * rsize
+        widths = [b - a for a, b in box]
+        if size <= BLOCK_ELEMENTS or not widths or max(widths) <= 1:
+            yield box
+            continue
+        d = int(np.argmax(widths))
+        a, b = box[d]
+        mid = (a + b) // 2
+        pending.append(box[:d] + ((mid, b),) + box[d + 1:])
+        pending.append(box[:d] + ((a, mid),) + box[d + 1:])
+
+
+def _eval_block(op, values, box):
+    n = len(op.axis)
+    red = op.reduce_axis
+    rank = n + len(red)
+    env = {}
+    for d, (a, (lo, hi)) in enumerate(zip(op.axis, box)):
+        env[id(a)] = _axis_grid(lo, hi, d, rank)
+    for j, r in enumerate(red):
+        env[id(r)] = _axis_grid(r.lo, r.hi, n + j, rank)
+    blk = _Block(values, env, rank, f"stage {op.name!r}")
+    data_shape = tuple(hi - lo for lo, hi in box)
+    if not red:
+        return [np.broadcast_to(blk.ev(b), data_shape) for b in op.body]
+    return _reduce(op.body, blk, data_shape, n)
+
+
+def _axis_grid(lo, hi, d, rank):
+    shp = [1] * rank
+    shp[d] = hi - lo
+    return np.arange(lo, hi, dtype=np.int64).reshape(shp)
+
+
+def _reduce(body, blk, data_shape, n):
+    r0 = body[0]
+    comb = r0.combiner
+    rdims = tuple(range(n, blk.rank))
+    full = data_shape + tuple(a.extent for a in r0.axis)
+    cond = blk.ev(r0.condition)
+    mask = None if cond.ndim == 0 and bool(cond) else cond
+    srcs = [blk.ev(s, mask) for s in r0.source]
+    kind = comb.kind()
+    if kind is not None:
+        src = srcs[0]
+        ident = comb.identity[0].value
+        fill = {"sum": 0, "prod": 1, "max": dt.min_value(r0.dtype), "min": dt.max_value(r0.dtype)}[kind]
+        if mask is not None:
+            src = np.where(np.broadcast_to(mask, np.broadcast_shapes(np.shape(mask), src.shape)), src, np.asarray(fill, src.dtype))
+        src = np.broadcast_to(src, full)
+        red = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind](src, axis=rdims).astype(r0.dtype)
+        if ident != fill:
+            red = NUMPY_OPS[{"sum": "add", "prod": "mul", "max": "max", "min": "min"}[kind]](
+                np.asarray(ident, r0.dtype), red).astype(r0.dtype)
+        return [red]
+    # A general (tuple) reducer: fold over the reduce points in lexicographic order.
+    rcount = int(np.prod(full[n:], dtype=np.int64))
+    flat = [np.broadcast_to(s, full).reshape(data_shape + (rcount,)) for s in srcs]
+    cflat = None if mask is None else np.broadcast_to(mask, full).reshape(data_shape + (rcount,))
+    acc = [np.full(data_shape, i.value, dtype=i.dtype) for i in comb.identity]
+    for p in range(rcount):
+        env = {}
+        for v, a in zip(comb.lhs, acc):
+            env[id(v)] = a
+        for v, s in zip(comb.rhs, flat):
+            env[id(v)] = s[..., p]
+        fb = _Block(blk.values, env, len(data_shape), blk.where)
+        new = [np.broadcast_to(fb.ev(r), data_shape).astype(r.dtype, copy=False) for r in comb.result]
+        if cflat is not None:
+            c = cflat[..., p]
+            new = [np.where(c, x, a) for x, a in zip(new, acc)]
+        acc = new
+    return [acc[b.value_index] for b in body]
+
+
+__all__ = ["evaluate", "evaluate_op", "NUMPY_OPS", "BLOCK_ELEMENTS"]

@@ -1,0 +1,1 @@
+"""The op library (filled by the op modules)."""

@@ -1,0 +1,20 @@
+"""Tensor expressions: scalar nodes, tensors, computes, reductions, printing."""
+
+from . import dtype
+from .expr import (
+    OPS, Call, CommReducer, Const, Expr, IterVar, Load, Reduce, Var, as_expr, binary, call, cast,
+    comm_reducer, const, floordiv, floormod, max, min, prod, reduce_axis, select, sum, unary,
+)
+from .intrin import *  # noqa: F401,F403
+from .intrin import __all__ as _intrin_all
+from .printer import show
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, compute, placeholder, placeholders, walk_ops
+from .visit import post_order, substitute, transform
+
+__all__ = [
+    "dtype", "OPS", "Call", "CommReducer", "Const", "Expr", "IterVar", "Load", "Reduce", "Var",
+    "as_expr", "binary", "call", "cast", "comm_reducer", "const", "floordiv", "floormod", "max",
+    "min", "prod", "reduce_axis", "select", "sum", "unary", "show", "ComputeOp", "Operation",
+    "PlaceholderOp", "Tensor", "compute", "placeholder", "placeholders", "walk_ops", "post_order",
+    "substitute", "transform",
+] + list(_intrin_all)

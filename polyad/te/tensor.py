@@ -1,0 +1,343 @@
+"""Tensors and the operations that define them: placeholders and computes.
+
+A :class:`Tensor` is output ``value_index`` of an operation.  Tensors and
+operations are identity objects (two placeholders of the same name are two
+inputs); expressions inside compute bodies are hash-consed.
+"""
+
+import inspect
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import ArityError, AxisError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
+from . import dtype as dt
+from .expr import Const, IterVar, Load, Reduce, Var, as_expr
+from .visit import free_vars, input_tensors, post_order
+
+
+def check_shape(shape, what):
+    """A shape as a tuple of positive Python ints; raise ShapeError naming ``what`` otherwise."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{what}: shape must be a tuple of integers, got {shape!r}") from None
+    out = []
+    for ax, s in enumerate(shape):
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            if isinstance(s, Const) and dt.is_int(s.dtype):
+                s = s.value
+            else:
+                raise ShapeError(f"{what}: axis {ax} has a non-integer size {s!r}; shapes are constant integers")
+        if s <= 0:
+            raise ShapeError(f"{what}: axis {ax} has size {s}; sizes must be positive")
+        out.append(int(s))
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """Output ``value_index`` of ``op``.  Index it to read elements: ``X[i, k]``."""
+
+    op: object
+    value_index: int = 0
+
+    @property
+    def shape(self):
+        return self.op.shape
+
+    @property
+    def ndim(self):
+        return len(self.op.shape)
+
+    @property
+    def dtype(self):
+        return self.op.output_dtype(self.value_index)
+
+    @property
+    def name(self):
+        n = self.op.name
+        return n if self.op.num_outputs == 1 else f"{n}.v{self.value_index}"
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __getitem__(self, indices):
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise IndexingError(
+                f"tensor {self.name!r} has {self.ndim} dimensions {self.shape} but is indexed with {len(indices)} indices"
+            )
+        out = []
+        for ax, ix in enumerate(indices):
+            if isinstance(ix, slice):
+                raise IndexingError(f"tensor {self.name!r}, axis {ax}: slices are not expressions; use pa.ops.strided_slice")
+            e = as_expr(ix)
+            if not dt.is_int(e.dtype):
+                raise IndexingError(
+                    f"tensor {self.name!r}, axis {ax}: index {e} has dtype {e.dtype}; indices must be integers"
+                )
+            if isinstance(e, Const) and not 0 <= e.value < self.shape[ax]:
+                raise OutOfBoundsError(
+                    f"tensor {self.name!r}, axis {ax}: constant index {e.value} is outside [0, {self.shape[ax]})"
+                )
+            out.append(e)
+        return Load(self, tuple(out))
+
+    def __call__(self, *indices):
+        return self[indices]
+
+    # Tensor-level arithmetic goes through the op library (numpy broadcasting).
+    def _op(self, name, *args):
+        from .. import ops
+
+        return getattr(ops, name)(*args)
+
+    def __add__(self, o):
+        return self._op("add", self, o)
+
+    def __radd__(self, o):
+        return self._op("add", o, self)
+
+    def __sub__(self, o):
+        return self._op("subtract", self, o)
+
+    def __rsub__(self, o):
+        return self._op("subtract", o, self)
+
+    def __mul__(self, o):
+        return self._op("multiply", self, o)
+
+    def __rmul__(self, o):
+        return self._op("multiply", o, self)
+
+    def __truediv__(self, o):
+        return self._op("divide", self, o)
+
+    def __rtruediv__(self, o):
+        return self._op("divide", o, self)
+
+    def __floordiv__(self, o):
+        return self._op("floor_divide", self, o)
+
+    def __mod__(self, o):
+        return self._op("mod", self, o)
+
+    def __pow__(self, o):
+        return self._op("power", self, o)
+
+    def __rpow__(self, o):
+        return self._op("power", o, self)
+
+    def __neg__(self):
+        return self._op("negative", self)
+
+    def __abs__(self):
+        return self._op("abs", self)
+
+    def __matmul__(self, o):
+        return self._op("matmul", self, o)
+
+    def __repr__(self):
+        return f"Tensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+    __hash__ = object.__hash__
+
+
+class Operation:
+    """Base of the operations that define tensors."""
+
+    num_outputs = 1
+
+    def output(self, i=0):
+        return self._outputs[i]
+
+    @property
+    def outputs(self):
+        return list(self._outputs)
+
+
+@dataclass(frozen=True, eq=False)
+class PlaceholderOp(Operation):
+    name: str
+    shape: tuple
+    dtype: str
+
+    def output_dtype(self, i):
+        return self.dtype
+
+    @cached_property
+    def _outputs(self):
+        return (Tensor(self, 0),)
+
+    @property
+    def input_tensors(self):
+        return []
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class ComputeOp(Operation):
+    """``name[axis] = body``; body is one expression per output (several only for tuple reductions)."""
+
+    name: str
+    axis: tuple
+    body: tuple
+    tag: str = ""
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def shape(self):
+        return tuple(a.extent for a in self.axis)
+
+    @property
+    def num_outputs(self):
+        return len(self.body)
+
+    def output_dtype(self, i):
+        return self.body[i].dtype
+
+    @property
+    def reduce_axis(self):
+        b = self.body[0]
+        return b.axis if isinstance(b, Reduce) else ()
+
+    @cached_property
+    def _outputs(self):
+        return tuple(Tensor(self, i) for i in range(len(self.body)))
+
+    @cached_property
+    def input_tensors(self):
+        return input_tensors(self.body)
+
+    __hash__ = object.__hash__
+
+
+def placeholder(shape, dtype="float32", name="placeholder"):
+    """``pa.placeholder(shape, dtype="float32", name=...)``: an input tensor."""
+    shape = check_shape(shape, f"placeholder {name!r}")
+    return PlaceholderOp(str(name), shape, dt.canonical(dtype)).output(0)
+
+
+def _arity(fcompute):
+    """(number of positional params, accepts *args, param names) of fcompute."""
+    try:
+        sig = inspect.signature(fcompute)
+    except (TypeError, ValueError):
+        return None, True, ()
+    names, star = [], False
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+            names.append(p.name)
+        elif p.kind == p.VAR_POSITIONAL:
+            star = True
+    return len(names), star, tuple(names)
+
+
+def compute(shape, fcompute, name="compute", tag="", attrs=None):
+    """``pa.compute(shape, lambda i, j: ..., name=...)``: a tensor defined elementwise.
+
+    The body may be an expression, a reduction (``pa.sum(..., axis=k)``) at
+    the top, or a tuple of reductions of one tuple reducer (several outputs:
+    a list of tensors is returned then).
+    """
+    name = str(name)
+    shape = check_shape(shape, f"compute {name!r}")
+    n, star, names = _arity(fcompute)
+    if n is not None and (n > len(shape) or (n < len(shape) and not star)):
+        raise ArityError(
+            f"compute {name!r}: fcompute takes {n} index argument{'s' if n != 1 else ''} "
+            f"but the shape {shape} has {len(shape)} axes"
+        )
+    names = list(names) + [f"i{d}" for d in range(len(names), len(shape))]
+    axis = tuple(IterVar(names[d], "int32", lo=0, extent=s, kind="data") for d, s in enumerate(shape))
+    body = fcompute(*axis)
+    multi = isinstance(body, (tuple, list))
+    body = tuple(as_expr(b) for b in (body if multi else (body,)))
+    if not body:
+        raise PolyadError(f"compute {name!r}: fcompute returned nothing")
+    _check_body(name, axis, body)
+    op = ComputeOp(name, axis, body, tag, dict(attrs or {}))
+    outs = op.outputs
+    return outs if multi else outs[0]
+
+
+def _check_body(name, axis, body):
+    reduces = [isinstance(b, Reduce) for b in body]
+    if any(reduces) and not all(reduces):
+        raise PolyadError(f"compute {name!r}: either every output or none is a reduction")
+    if all(reduces) and len(body) > 1:
+        b0 = body[0]
+        for b in body[1:]:
+            if b.combiner is not b0.combiner or b.source is not b0.source or b.axis != b0.axis:
+                raise PolyadError(f"compute {name!r}: the outputs must come from one tuple reduction")
+    for b in body:
+        inner = b.source + (b.condition,) if isinstance(b, Reduce) else (b,)
+        for n in post_order(inner):
+            if isinstance(n, Reduce):
+                raise PolyadError(
+                    f"compute {name!r}: a reduction must be the whole body, not part of {b}; "
+                    "compute the reduction as its own tensor"
+                )
+        axis_ids = {id(a) for a in axis}
+        for v in free_vars(b):
+            if id(v) in axis_ids:
+                continue
+            if isinstance(v, IterVar) and v.kind == "reduce":
+                raise AxisError(
+                    f"compute {name!r}: reduce axis {v.name!r} is used outside its reduction "
+                    "(wrap the expression in pa.sum/pa.max/... with axis=" + v.name + ")"
+                )
+            if isinstance(v, Var):
+                raise AxisError(f"compute {name!r}: variable {v.name!r} is not an axis of this compute")
+
+
+def walk_ops(outputs):
+    """The operations that ``outputs`` depend on, each once, in dependency order (inputs first)."""
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    order, seen = [], set()
+    stack = [(t.op, False) for t in reversed(list(outputs))]
+    while stack:
+        op, done = stack.pop()
+        if id(op) in seen:
+            continue
+        if done:
+            seen.add(id(op))
+            order.append(op)
+            continue
+        stack.append((op, True))
+        for t in reversed(op.input_tensors):
+            if id(t.op) not in seen:
+                stack.append((t.op, False))
+    return order
+
+
+def placeholders(outputs):
+    """The placeholder tensors ``outputs`` depend on, in dependency order."""
+    return [op.output(0) for op in walk_ops(outputs) if isinstance(op, PlaceholderOp)]
+
+
+def as_tensor_list(tensors, what="outputs"):
+    if isinstance(tensors, Tensor):
+        return [tensors]
+    try:
+        tensors = list(tensors)
+    except TypeError:
+        raise PolyadError(f"{what}: expected a tensor or a list of tensors, got {tensors!r}") from None
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise PolyadError(f"{what}: {t!r} is not a tensor")
+    return tensors
+
+
+__all__ = [
+    "Tensor", "Operation", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
+    "walk_ops", "placeholders", "check_shape", "as_tensor_list",
+]
