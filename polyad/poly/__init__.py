@@ -1,0 +1,1 @@
+"""Polyhedral layer: TE <-> isl, the statement form of stages, gradient simplification."""
