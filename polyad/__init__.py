@@ -21,3 +21,6 @@ from . import ops
 from .ops import nn
 
 __version__ = "0.1.0"
+from .autodiff import differentiate, jacobian
+from .runtime import build
+from .poly import estimate

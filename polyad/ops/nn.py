@@ -1,1 +1,1 @@
-"""nn ops."""
+"""Neural-network ops (being written)."""

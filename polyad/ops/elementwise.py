@@ -1,0 +1,3 @@
+"""elementwise ops (being written)."""
+
+__all__ = []

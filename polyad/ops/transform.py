@@ -1,0 +1,3 @@
+"""transform ops (being written)."""
+
+__all__ = []
