@@ -514,6 +514,11 @@ def _fold(op, a, b, rdt):
         return Const(_NP_FOLD[op](a.value, b.value), rdt)
     if ca and cb and op in ("floordiv", "floormod") and dt.is_int(rdt) and b.value != 0:
         return Const(a.value // b.value if op == "floordiv" else a.value % b.value, rdt)
+    if op in ("add", "sub") and cb and dt.is_int(rdt) and isinstance(a, Call) and a.op in ("add", "sub") \
+            and isinstance(a.args[1], Const):
+        # integer offsets reassociate exactly: (x + c1) - c2 -> x + (c1 - c2)
+        c = (a.args[1].value if a.op == "add" else -a.args[1].value) + (b.value if op == "add" else -b.value)
+        return binary("add", a.args[0], c) if c >= 0 else binary("sub", a.args[0], -c)
     if op == "add":
         if _is_const(b, 0):
             return a

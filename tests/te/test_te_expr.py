@@ -1,0 +1,168 @@
+"""Tensor expressions: hash-consing, typing, folding, reducers, computes."""
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.te.expr import Call, Const, IterVar, Load, Reduce
+from polyad.te.visit import count_nodes, free_vars, post_order, substitute
+
+
+def test_hash_consing_makes_equal_expressions_identical():
+    X = pa.placeholder((4, 5), name="X")
+    i = pa.reduce_axis((0, 4), "i")
+    a = X[i, 2] * 2.0 + pa.exp(X[i, 2])
+    b = X[i, 2] * 2.0 + pa.exp(X[i, 2])
+    assert a is b
+    assert isinstance(a, Call) and a.op == "add"
+    # distinct variables with the same name stay distinct
+    j = pa.reduce_axis((0, 4), "i")
+    assert X[j, 2] is not X[i, 2]
+
+
+def test_placeholders_with_the_same_name_are_different_tensors():
+    A = pa.placeholder((3,), name="A")
+    B = pa.placeholder((3,), name="A")
+    assert A is not B and A[0] is not B[0]
+
+
+def test_sharing_keeps_a_deep_chain_linear():
+    x = pa.placeholder((3,), name="x")
+    i = pa.reduce_axis((0, 3), "i")
+    e = x[i]
+    for _ in range(300):
+        e = x[i] * e
+    # 300 muls + the load + the index var: linear, not exponential
+    assert count_nodes(e) == 302
+
+
+def test_python_scalars_promote_to_the_expression_dtype():
+    X = pa.placeholder((2,), dtype="float64", name="X")
+    e = X[0] + 1
+    assert e.dtype == "float64" and e.args[1].dtype == "float64"
+    n = pa.placeholder((2,), dtype="int64", name="N")
+    assert (n[0] * 3).dtype == "int64"
+    assert (2 * X[1]).dtype == "float64"
+
+
+def test_int_widths_widen_floats_do_not_mix():
+    a = pa.placeholder((2,), dtype="int32", name="a")
+    b = pa.placeholder((2,), dtype="int64", name="b")
+    assert (a[0] + b[0]).dtype == "int64"
+    f = pa.placeholder((2,), dtype="float32", name="f")
+    d = pa.placeholder((2,), dtype="float64", name="d")
+    with pytest.raises(pa.DtypeError, match="float32.*float64"):
+        f[0] + d[0]
+    with pytest.raises(pa.DtypeError, match="cast"):
+        f[0] * a[0]
+    assert (f[0] + pa.cast(d[0], "float32")).dtype == "float32"
+
+
+def test_integer_true_division_is_an_error():
+    i = pa.reduce_axis((0, 3), "i")
+    with pytest.raises(pa.DtypeError, match="//"):
+        i / 2
+
+
+def test_folding_of_neutral_elements_and_constants():
+    X = pa.placeholder((2,), name="X")
+    x = X[0]
+    assert x * 1.0 is x and 1.0 * x is x and x + 0.0 is x and x - 0.0 is x
+    assert (x * 0.0).value == 0.0
+    assert (pa.const(2) + 3).value == 5
+    assert pa.floordiv(pa.const(-7), 2).value == -4  # floor, not C truncation
+    assert pa.floormod(pa.const(-7), 2).value == 1
+    assert pa.select(pa.const(True), x, 0.0) is x
+    assert -(-x) is x
+
+
+def test_comparison_truth_value_is_identity():
+    i = pa.reduce_axis((0, 3), "i")
+    j = pa.reduce_axis((0, 3), "j")
+    assert bool(i == i) and not bool(i == j) and bool(i != j)
+    with pytest.raises(pa.PolyadError, match="truth value"):
+        bool(i < j)
+
+
+def test_select_requires_bool_condition_and_matching_branches():
+    X = pa.placeholder((3,), name="X")
+    i = pa.reduce_axis((0, 3), "i")
+    with pytest.raises(pa.DtypeError, match="bool"):
+        pa.select(i, X[0], 0.0)
+    e = pa.select(i > 0, X[0], 0)
+    assert e.dtype == "float32"
+
+
+def test_float_intrinsics_need_float_operands():
+    i = pa.reduce_axis((0, 3), "i")
+    with pytest.raises(pa.DtypeError, match="exp"):
+        pa.exp(i)
+    X = pa.placeholder((3,), name="X")
+    for f in (pa.exp, pa.log, pa.sqrt, pa.rsqrt, pa.tanh, pa.sigmoid, pa.sin, pa.cos, pa.erf,
+              pa.floor, pa.ceil, pa.round, pa.trunc, pa.log1p, pa.log2, pa.abs, pa.sign):
+        assert f(X[0]).dtype == "float32"
+    assert pa.pow(X[0], 2.0).dtype == "float32"
+
+
+def test_compute_builds_axes_with_ranges_and_names():
+    X = pa.placeholder((4, 6), name="X")
+    k = pa.reduce_axis((1, 6), "k")
+    T = pa.compute((4,), lambda row: pa.sum(X[row, k], axis=k), name="T")
+    op = T.op
+    assert T.shape == (4,) and T.dtype == "float32" and T.name == "T"
+    (row,) = op.axis
+    assert isinstance(row, IterVar) and row.name == "row" and row.extent == 4 and row.kind == "data"
+    body = op.body[0]
+    assert isinstance(body, Reduce) and body.axis == (k,) and k.lo == 1 and k.hi == 6
+    assert op.input_tensors == [X]
+
+
+def test_compute_with_varargs_and_scalar_shape():
+    X = pa.placeholder((2, 3), name="X")
+    Y = pa.compute((2, 3), lambda *idx: X[idx] * 2.0, name="Y")
+    assert [a.name for a in Y.op.axis] == ["i0", "i1"]
+    S = pa.compute((), lambda: X[1, 2] + 1.0, name="S")
+    assert S.shape == () and S.ndim == 0
+    np.testing.assert_allclose(pa.evaluate(S, {X: np.arange(6, dtype="float32").reshape(2, 3)}), 6.0)
+
+
+def test_binary_max_min_and_reductions_share_names():
+    X = pa.placeholder((3, 4), name="X")
+    k = pa.reduce_axis((0, 4), "k")
+    assert pa.max(X[0, 0], X[0, 1]).op == "max"
+    assert pa.min(X[0, 0], 1.0).op == "min"
+    r = pa.max(X[0, k], axis=k)
+    assert isinstance(r, Reduce) and r.combiner.kind() == "max"
+    assert isinstance(pa.min(X[0, k], k), Reduce)
+
+
+def test_comm_reducer_kinds_are_recognised_structurally():
+    X = pa.placeholder((3, 4), name="X")
+    k = pa.reduce_axis((0, 4), "k")
+    mysum = pa.comm_reducer(lambda a, b: a + b, lambda t: pa.const(0, t), name="mysum")
+    r = mysum(X[0, k], axis=k)
+    assert r.combiner.kind() == "sum" and r.combiner.name == "mysum"
+    weird = pa.comm_reducer(lambda a, b: a * b + a, lambda t: pa.const(1, t), name="weird")
+    assert weird(X[0, k], axis=k).combiner.kind() is None
+
+
+def test_substitute_refolds():
+    X = pa.placeholder((5,), name="X")
+    i = pa.reduce_axis((0, 5), "i")
+    e = X[i] * pa.cast(i, "float32") + X[i + 1 - 1]
+    assert X[i + 1 - 1] is X[i]
+    s = substitute(e, {i: 0})
+    assert s is X[0]  # X[0]*0.0 folds away
+    s2 = substitute(e, {i: 2})
+    assert s2 is X[2] * 2.0 + X[2]
+    assert free_vars(s2) == []
+
+
+def test_post_order_visits_each_shared_node_once():
+    X = pa.placeholder((5,), name="X")
+    a = X[0] + X[1]
+    e = a * a
+    nodes = post_order(e)
+    assert nodes[-1] is e
+    assert sum(1 for n in nodes if n is a) == 1
+    assert all(isinstance(n, (Call, Load, Const)) for n in nodes)
