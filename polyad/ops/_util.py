@@ -1,15 +1,34 @@
-"""Helpers shared by the op library: argument checking, broadcasting, axes."""
+"""Helpers shared by the op library: argument checking, broadcasting, dtypes, axes.
+
+Operands of the numpy-like ops are tensors or scalars.  Scalars follow numpy's
+promotion rules (NEP 50): a Python ``bool``/``int``/``float`` is *weak* and
+takes the dtype of the tensor it meets (``float32_tensor * 2.0`` stays
+float32, ``int32_tensor + 1.5`` becomes float64), while a numpy scalar
+(``np.float64(2)``) or a scalar expression is *strong* and promotes like a
+0-d tensor of its dtype.
+"""
+
+import math
 
 import numpy as np
 
-from ..errors import AxisError, ShapeError
+from ..errors import AxisError, DtypeError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import Expr, as_expr
+from ..te.expr import Const, Expr, as_expr, cast
 from ..te.tensor import Tensor, compute
 
 
 def tensor_name(x):
     return x.name if isinstance(x, Tensor) else repr(x)
+
+
+def describe(x):
+    """How an operand is named in error messages: ``tensor 'X' (2, 3) float32`` or the scalar."""
+    if isinstance(x, Tensor):
+        return f"tensor {x.name!r} {x.shape} {x.dtype}"
+    if isinstance(x, Expr):
+        return f"scalar expression {x} ({x.dtype})"
+    return f"scalar {x!r}"
 
 
 def normalize_axis(axis, ndim, what):
@@ -27,27 +46,40 @@ def normalize_axes(axis, ndim, what):
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
-    out = tuple(sorted({normalize_axis(a, ndim, what) for a in axis}))
-    if len(out) != len(tuple(axis)):
-        raise AxisError(f"{what}: repeated axis in {tuple(axis)}")
-    return out
+    try:
+        axis = tuple(axis)
+    except TypeError:
+        raise AxisError(f"{what}: axis must be None, an integer or a tuple of integers, got {axis!r}") from None
+    seen = {}
+    for a in axis:
+        n = normalize_axis(a, ndim, what)
+        if n in seen:
+            raise AxisError(f"{what}: axis {a} repeats axis {seen[n]} in {axis}")
+        seen[n] = a
+    return tuple(sorted(seen))
 
 
-def broadcast_shape(shapes, what):
-    """numpy broadcasting of shapes; ShapeError naming ``what`` if impossible."""
+def broadcast_shape(shapes, what, names=None):
+    """numpy broadcasting of shapes; ShapeError naming ``what`` (and ``names[i]``) if impossible."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(ndim):
-        size = 1
-        for s in shapes:
+        size, owner = 1, None
+        for i, s in enumerate(shapes):
             k = d - (ndim - len(s))
             if k < 0 or s[k] == 1:
                 continue
             if size not in (1, s[k]):
+                if names is not None:
+                    j, kj = owner
+                    detail = (f"axis {kj} of {names[j]} has size {size} but axis {k} of {names[i]} has size {s[k]}"
+                              f" (output axis {d})")
+                else:
+                    detail = f"axis {d}: {size} vs {s[k]}"
                 raise ShapeError(
-                    f"{what}: shapes {' and '.join(str(tuple(x)) for x in shapes)} do not broadcast (axis {d}: {size} vs {s[k]})"
+                    f"{what}: shapes {' and '.join(str(tuple(x)) for x in shapes)} do not broadcast ({detail})"
                 )
-            size = s[k]
+            size, owner = s[k], (i, k)
         out.append(size)
     return tuple(out)
 
@@ -70,6 +102,86 @@ def operand_dtype(x):
     return dt.const_dtype(x)
 
 
+def check_operand(x, what):
+    """A tensor, a scalar expression, or a Python/numpy scalar (0-d arrays become numpy scalars)."""
+    if isinstance(x, np.ndarray):
+        if x.ndim != 0:
+            raise DtypeError(
+                f"{what}: got a numpy array of shape {x.shape}; arrays are data, not graph nodes: "
+                "make a pa.placeholder and feed the array"
+            )
+        x = x[()]
+    if isinstance(x, np.generic):
+        try:
+            dt.canonical(x.dtype)
+        except DtypeError as e:
+            raise DtypeError(f"{what}: scalar {x!r}: {e}") from None
+        return x
+    if isinstance(x, (Tensor, Expr, bool, int, float)):
+        return x
+    raise DtypeError(f"{what}: cannot use {x!r} (type {type(x).__name__}) as an operand; expected a tensor or a scalar")
+
+
+def result_dtype(xs, what):
+    """numpy's ``result_type`` of the operands, Python scalars weak; DtypeError if polyad lacks it."""
+    args = []
+    for x in xs:
+        if isinstance(x, (Tensor, Expr)):
+            args.append(np.dtype(x.dtype))
+        elif isinstance(x, np.generic):
+            args.append(x.dtype)
+        else:
+            args.append(x)
+    try:
+        res = np.result_type(*args)
+    except TypeError as e:
+        raise DtypeError(f"{what}: no common dtype ({e})") from None
+    try:
+        return dt.canonical(res)
+    except DtypeError:
+        raise DtypeError(f"{what}: the result dtype would be {res.name}, which polyad does not support") from None
+
+
+def scalar_const(value, dtype, what):
+    """A scalar operand converted to a Const of ``dtype``, as numpy would (ints must fit)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dt.is_bool(dtype):
+        return Const(bool(value), dtype)
+    if dt.is_int(dtype):
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise DtypeError(f"{what}: cannot convert {value!r} to {dtype}")
+            value = math.trunc(value)
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise DtypeError(f"{what}: the scalar {value!r} does not fit in {dtype}")
+        return Const(int(value), dtype)
+    return Const(float(value), dtype)
+
+
+def read_as(x, dtype, out_shape, idx, what):
+    """Operand ``x`` at output indices ``idx`` (broadcast), converted to ``dtype``."""
+    if isinstance(x, Tensor):
+        return cast(broadcast_read(x, out_shape, idx), dtype)
+    if isinstance(x, Expr):
+        return cast(x, dtype)
+    return scalar_const(x, dtype, what)
+
+
+def map_compute(name, xs, fn, what=None):
+    """``compute`` over the broadcast shape of operands ``xs`` of ``fn(idx)``, tagged like TOPI.
+
+    The tag is "elementwise" when every tensor operand has the output shape,
+    "broadcast" when some operand is broadcast.
+    """
+    what = what or name
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    shape = broadcast_shape([x.shape for x in tensors], what, names=[f"tensor {x.name!r}" for x in tensors])
+    tag = "elementwise" if all(x.shape == shape for x in tensors) else "broadcast"
+    return compute(shape, lambda *idx: fn(idx, shape), name=name, tag=tag)
+
+
 def elementwise(fn, *xs, name, tag="elementwise"):
     """``compute`` over the broadcast shape of ``xs`` of ``fn(*scalars)``."""
     shapes = [operand_shape(x) for x in xs]
@@ -79,5 +191,6 @@ def elementwise(fn, *xs, name, tag="elementwise"):
 
 __all__ = [
     "normalize_axis", "normalize_axes", "broadcast_shape", "broadcast_read", "elementwise",
-    "operand_shape", "operand_dtype", "tensor_name", "as_expr",
+    "operand_shape", "operand_dtype", "tensor_name", "as_expr", "describe", "check_operand",
+    "result_dtype", "scalar_const", "read_as", "map_compute",
 ]

@@ -1,3 +1,279 @@
-"""elementwise ops (being written)."""
+"""Elementwise ops with numpy semantics: ``pa.ops.add(X, Y)``, ``pa.ops.exp(X)``, ...
 
-__all__ = []
+Every op returns a new tensor defined by one ``compute`` named after the op and
+tagged "elementwise" (all tensor operands have the output shape) or
+"broadcast" (some operand is broadcast).
+
+Operands are tensors or scalars, broadcast as numpy does.  The result dtype is
+numpy's ``np.result_type`` of the operands, with Python scalars weak (they take
+the tensor's dtype) and numpy scalars strong; operands are cast explicitly to
+it.  Differences with numpy, all raising :class:`pa.DtypeError`, come from
+dtypes polyad lacks (numpy would return int8 or float16):
+
+* ``subtract``, ``negative``, ``sign``, ``floor_divide``, ``mod``, ``power``
+  and the shifts refuse bool operands (numpy refuses the first three as well);
+* float-only math (``exp log log2 log1p sqrt rsqrt tanh sigmoid sin cos erf``)
+  on int32/int64 computes in float64, as numpy does; on bool it raises;
+* ``floor ceil trunc round`` of integers return them unchanged (as numpy);
+  ``round`` of bool raises.
+
+bool ``add``/``multiply``/``maximum``/``minimum`` are logical or/and, as numpy.
+"""
+
+from ..errors import ArityError, DtypeError
+from ..te import dtype as dt
+from ..te.expr import Const, binary, select, unary
+from ..te.expr import cast as _expr_cast
+from ._util import check_operand, describe, map_compute, read_as, result_dtype
+
+_BINARY = (
+    "add", "subtract", "multiply", "divide", "floor_divide", "mod", "power", "maximum", "minimum",
+    "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+    "logical_and", "logical_or", "left_shift", "right_shift",
+)
+_FLOAT_MATH = ("exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf")
+_ROUNDING = ("floor", "ceil", "round", "trunc")
+
+__all__ = list(_BINARY) + list(_FLOAT_MATH) + list(_ROUNDING) + [
+    "negative", "abs", "sign", "logical_not", "clip", "where", "cast",
+]
+
+
+def _what(name, xs):
+    return f"{name} of {' and '.join(describe(x) for x in xs)}"
+
+
+def _nary(name, xs, dtype_rule, body):
+    """The common path: check operands, find the dtype, cast each operand to it, apply ``body``.
+
+    ``dtype_rule(dtype, what)`` returns the dtype operands are cast to (or
+    raises); ``body(*scalars)`` builds the element expression.
+    """
+    what = _what(name, xs)
+    xs = [check_operand(x, what) for x in xs]
+    what = _what(name, xs)
+    t = dtype_rule(result_dtype(xs, what), what)
+    return map_compute(name, xs, lambda idx, shape: body(*(read_as(x, t, shape, idx, what) for x in xs)), what)
+
+
+def _same(t, what):
+    return t
+
+
+def _no_bool(t, what):
+    if dt.is_bool(t):
+        raise DtypeError(f"{what}: not defined for bool operands (numpy gives int8 or refuses); cast them first")
+    return t
+
+
+def _int_only(t, what):
+    if not dt.is_int(t):
+        raise DtypeError(f"{what}: needs integer operands, the operands promote to {t}")
+    return t
+
+
+def _truthy(e):
+    """numpy truthiness of a scalar element: x != 0 for numbers."""
+    return e if dt.is_bool(e.dtype) else binary("ne", e, Const(0, e.dtype))
+
+
+def _bool_or(op, bool_op):
+    """A binary op whose bool form is a logical one (numpy's add/multiply/maximum/minimum on bool)."""
+    return lambda a, b: binary(bool_op if dt.is_bool(a.dtype) else op, a, b)
+
+
+# -- binary arithmetic ---------------------------------------------------------
+
+def add(x1, x2):
+    """``x1 + x2`` with numpy broadcasting (logical or for bools)."""
+    return _nary("add", (x1, x2), _same, _bool_or("add", "or"))
+
+
+def subtract(x1, x2):
+    """``x1 - x2``; bool operands raise DtypeError (as numpy)."""
+    return _nary("subtract", (x1, x2), _no_bool, lambda a, b: binary("sub", a, b))
+
+
+def multiply(x1, x2):
+    """``x1 * x2`` (logical and for bools)."""
+    return _nary("multiply", (x1, x2), _same, _bool_or("mul", "and"))
+
+
+def _div_dtype(t, what):
+    return t if dt.is_float(t) else "float64"
+
+
+def divide(x1, x2):
+    """True division ``x1 / x2``; integer and bool operands give float64, as numpy."""
+    return _nary("divide", (x1, x2), _div_dtype, lambda a, b: binary("div", a, b))
+
+
+def floor_divide(x1, x2):
+    """``x1 // x2``: floor division (Python/numpy semantics, not C truncation)."""
+    return _nary("floor_divide", (x1, x2), _no_bool, lambda a, b: binary("floordiv", a, b))
+
+
+def mod(x1, x2):
+    """``x1 % x2``: remainder of floor division, the sign of the divisor (numpy's ``mod``)."""
+    return _nary("mod", (x1, x2), _no_bool, lambda a, b: binary("floormod", a, b))
+
+
+def power(x1, x2):
+    """``x1 ** x2``."""
+    return _nary("power", (x1, x2), _no_bool, lambda a, b: binary("pow", a, b))
+
+
+def maximum(x1, x2):
+    """Elementwise maximum (NaN propagates in the numpy oracle)."""
+    return _nary("maximum", (x1, x2), _same, _bool_or("max", "or"))
+
+
+def minimum(x1, x2):
+    """Elementwise minimum."""
+    return _nary("minimum", (x1, x2), _same, _bool_or("min", "and"))
+
+
+# -- comparisons and logic -------------------------------------------------------
+
+def _compare(name, op):
+    def f(x1, x2):
+        return _nary(name, (x1, x2), _same, lambda a, b: binary(op, a, b))
+
+    f.__name__ = name
+    f.__doc__ = f"``{name}(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first)."
+    return f
+
+
+equal = _compare("equal", "eq")
+not_equal = _compare("not_equal", "ne")
+greater = _compare("greater", "gt")
+greater_equal = _compare("greater_equal", "ge")
+less = _compare("less", "lt")
+less_equal = _compare("less_equal", "le")
+
+
+def _logic_body(op):
+    return lambda a, b: binary(op, _truthy(a), _truthy(b))
+
+
+def logical_and(x1, x2):
+    """Truth of ``x1 and x2`` elementwise (numbers are true when nonzero)."""
+    return _nary("logical_and", (x1, x2), _same, _logic_body("and"))
+
+
+def logical_or(x1, x2):
+    """Truth of ``x1 or x2`` elementwise."""
+    return _nary("logical_or", (x1, x2), _same, _logic_body("or"))
+
+
+def logical_not(x):
+    """Truth of ``not x`` elementwise."""
+    return _nary("logical_not", (x,), _same, lambda a: unary("not", _truthy(a)))
+
+
+def left_shift(x1, x2):
+    """``x1 << x2`` on integers."""
+    return _nary("left_shift", (x1, x2), _int_only, lambda a, b: binary("shl", a, b))
+
+
+def right_shift(x1, x2):
+    """``x1 >> x2`` on integers (arithmetic for signed, as numpy)."""
+    return _nary("right_shift", (x1, x2), _int_only, lambda a, b: binary("shr", a, b))
+
+
+# -- unary -------------------------------------------------------------------------
+
+def negative(x):
+    """``-x``; bool raises DtypeError (as numpy)."""
+    return _nary("negative", (x,), _no_bool, lambda a: unary("neg", a))
+
+
+def abs(x):  # noqa: A001 - numpy's name
+    """``|x|`` (bools unchanged)."""
+    return _nary("abs", (x,), _same, lambda a: a if dt.is_bool(a.dtype) else unary("abs", a))
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN); bool raises DtypeError."""
+    return _nary("sign", (x,), _no_bool, lambda a: unary("sign", a))
+
+
+def _float_math_dtype(t, what):
+    if dt.is_bool(t):
+        raise DtypeError(f"{what}: needs a numeric operand (numpy would give float16, which polyad lacks); cast it")
+    return t if dt.is_float(t) else "float64"
+
+
+def _make_float_math(op):
+    def f(x):
+        return _nary(op, (x,), _float_math_dtype, lambda a: unary(op, a))
+
+    f.__name__ = op
+    f.__doc__ = f"``{op}(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises."
+    return f
+
+
+def _make_rounding(op):
+    def rule(t, what):
+        if op == "round" and dt.is_bool(t):
+            raise DtypeError(f"{what}: round of bool would be float16 in numpy, which polyad lacks; cast it")
+        return t
+
+    def f(x):
+        return _nary(op, (x,), rule, lambda a: unary(op, a) if dt.is_float(a.dtype) else a)
+
+    f.__name__ = op
+    f.__doc__ = f"``{op}(x)`` elementwise; integers are returned unchanged (as numpy)."
+    return f
+
+
+for _op in _FLOAT_MATH:
+    globals()[_op] = _make_float_math(_op)
+for _op in _ROUNDING:
+    globals()[_op] = _make_rounding(_op)
+round.__doc__ = "``round(x)``: round half to even (numpy's ``round``/``rint``); integers unchanged."  # noqa: F821
+
+
+# -- selection, clipping, conversion -------------------------------------------------
+
+def where(condition, x=None, y=None):
+    """``x`` where ``condition`` is true (nonzero), else ``y``; all three broadcast together."""
+    if x is None or y is None:
+        raise ArityError("where: needs condition, x and y (the one-argument form, nonzero, has no static shape)")
+    what = _what("where", (condition, x, y))
+    c, x, y = (check_operand(v, what) for v in (condition, x, y))
+    what = _what("where", (c, x, y))
+    t = result_dtype((x, y), what)
+
+    def body(idx, shape):
+        cond = read_as(c, result_dtype((c,), what), shape, idx, what)
+        return select(_truthy(cond), read_as(x, t, shape, idx, what), read_as(y, t, shape, idx, what))
+
+    return map_compute("where", (c, x, y), body, what)
+
+
+def clip(x, a_min=None, a_max=None):
+    """``minimum(maximum(x, a_min), a_max)``; either bound may be None, bounds may be tensors."""
+    xs = [x] + [b for b in (a_min, a_max) if b is not None]
+
+    def body(v, *bounds):
+        it = iter(bounds)
+        if a_min is not None:
+            v = _bool_or("max", "or")(v, next(it))
+        if a_max is not None:
+            v = _bool_or("min", "and")(v, next(it))
+        return v
+
+    return _nary("clip", xs, _same, body)
+
+
+def cast(x, dtype):
+    """``x.astype(dtype)``: float -> int truncates toward zero, number -> bool is ``x != 0``."""
+    what = _what("cast", (x,))
+    try:
+        target = dt.canonical(dtype)
+    except DtypeError as e:
+        raise DtypeError(f"{what}: {e}") from None
+
+    return _nary("cast", (x,), _same, lambda a: _truthy(a) if dt.is_bool(target) else _expr_cast(a, target))
+

@@ -1,3 +1,190 @@
-"""reduction ops (being written)."""
+"""Reductions over tensor axes with numpy semantics: ``sum max min mean prod argmax argmin``.
 
-__all__ = []
+``axis`` is None (every axis), an int or a tuple of ints (negative counts from
+the end); ``keepdims=True`` keeps reduced axes with size 1.  Each op is one
+``compute`` named after the op and tagged "reduction" whose body is a single
+reduction over one reduce axis per reduced dimension (a reduction over no axis,
+``axis=()`` or a 0-d tensor, is an "elementwise" copy).
+
+Result dtypes follow numpy: ``sum``/``prod`` of int32 or bool accumulate in
+int64, ``mean`` of integers or bools is float64, ``max``/``min`` keep the dtype
+(on bool they are any/all), ``argmax``/``argmin`` give int64 indices (flat
+row-major indices when ``axis=None``) of the first extremum, NaN counting as
+the extremum as numpy does.
+"""
+
+from ..errors import AxisError, DtypeError
+from ..te import dtype as dt
+from ..te.expr import Const, binary, cast, comm_reducer, reduce_axis, select
+from ..te.expr import max as _te_max
+from ..te.expr import min as _te_min
+from ..te.expr import prod as _te_prod
+from ..te.expr import sum as _te_sum
+from ..te.tensor import Tensor, compute
+from ._util import normalize_axes, normalize_axis
+
+__all__ = ["sum", "max", "min", "mean", "prod", "argmax", "argmin"]
+
+_any = comm_reducer(lambda x, y: binary("or", x, y), lambda t: Const(False, t), name="any")
+_all = comm_reducer(lambda x, y: binary("and", x, y), lambda t: Const(True, t), name="all")
+
+
+def _check_tensor(name, x):
+    if not isinstance(x, Tensor):
+        raise DtypeError(f"{name}: expected a tensor, got {x!r}")
+    return x
+
+
+def _dtype_arg(name, x, dtype, default):
+    if dtype is None:
+        return default
+    try:
+        return dt.canonical(dtype)
+    except DtypeError as e:
+        raise DtypeError(f"{name} of tensor {x.name!r}: {e}") from None
+
+
+def _reduction(name, x, axes, keepdims, body, copy):
+    """The compute of a reduction of ``x`` over the (normalised) ``axes``.
+
+    ``body(element, raxes)`` builds the reduction of ``element`` (``x`` read
+    at the output point and the reduce axes ``raxes``); ``copy(element)`` is
+    the result when there is nothing to reduce.
+    """
+    shape = x.shape
+    if keepdims:
+        out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    else:
+        out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
+
+    def read(idx, raxes):
+        by_dim = dict(zip(axes, raxes))
+        kept = iter(idx if not keepdims else ())
+        return x[tuple(by_dim[d] if d in by_dim else (idx[d] if keepdims else next(kept)) for d in range(x.ndim))]
+
+    if not axes:
+        return compute(out_shape, lambda *idx: copy(read(idx, ())), name=name, tag="elementwise")
+
+    def fcompute(*idx):
+        raxes = tuple(reduce_axis((0, shape[d]), name=f"k{d}") for d in axes)
+        return body(read(idx, raxes), raxes)
+
+    return compute(out_shape, fcompute, name=name, tag="reduction")
+
+
+def _axes(name, x, axis):
+    return normalize_axes(axis, x.ndim, f"{name} of tensor {x.name!r} {x.shape}")
+
+
+def _accumulator(x):
+    """numpy's accumulator for sum/prod: small integers and bools widen to int64."""
+    return x.dtype if dt.is_float(x.dtype) or x.dtype == "int64" else "int64"
+
+
+def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
+    """Sum over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
+    x = _check_tensor("sum", x)
+    t = _dtype_arg("sum", x, dtype, _accumulator(x))
+    return _reduction("sum", x, _axes("sum", x, axis), keepdims,
+                      lambda e, k: _te_sum(cast(e, t), axis=k), lambda e: cast(e, t))
+
+
+def prod(x, axis=None, keepdims=False, dtype=None):
+    """Product over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
+    x = _check_tensor("prod", x)
+    t = _dtype_arg("prod", x, dtype, _accumulator(x))
+    return _reduction("prod", x, _axes("prod", x, axis), keepdims,
+                      lambda e, k: _te_prod(cast(e, t), axis=k), lambda e: cast(e, t))
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis`` (any for bool)."""
+    x = _check_tensor("max", x)
+    red = _any if dt.is_bool(x.dtype) else (lambda e, axis: _te_max(e, axis=axis))
+    return _reduction("max", x, _axes("max", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    """Minimum over ``axis`` (all for bool)."""
+    x = _check_tensor("min", x)
+    red = _all if dt.is_bool(x.dtype) else (lambda e, axis: _te_min(e, axis=axis))
+    return _reduction("min", x, _axes("min", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
+
+
+def mean(x, axis=None, keepdims=False, dtype=None):
+    """Arithmetic mean over ``axis``: float64 for integer and bool tensors unless ``dtype`` is given.
+
+    One stage: the sum of ``x * (1/n)``.
+    """
+    x = _check_tensor("mean", x)
+    t = _dtype_arg("mean", x, dtype, x.dtype if dt.is_float(x.dtype) else "float64")
+    if not dt.is_float(t):
+        raise DtypeError(f"mean of tensor {x.name!r}: dtype {t} is not a float dtype")
+    axes = _axes("mean", x, axis)
+    n = 1
+    for d in axes:
+        n *= x.shape[d]
+    scale = Const(1.0 / n, t)
+    return _reduction("mean", x, axes, keepdims,
+                      lambda e, k: _te_sum(cast(e, t) * scale, axis=k), lambda e: cast(e, t))
+
+
+def _arg_combiner(op):
+    """(index, value) pairs -> the better one: the extremum, NaN first, the smaller index on ties.
+
+    That is the maximum under a total order, so it is commutative and
+    associative whatever order the reduction visits the points in.
+    """
+
+    def fcombine(lhs, rhs):
+        (i0, v0), (i1, v1) = lhs, rhs
+        better = binary(op, v1, v0)
+        tie = binary("eq", v1, v0)
+        if dt.is_float(v0.dtype):
+            nan0, nan1 = binary("ne", v0, v0), binary("ne", v1, v1)
+            better = binary("or", binary("and", nan1, ~nan0), better)
+            tie = binary("or", tie, binary("and", nan1, nan0))
+        take = binary("or", better, binary("and", tie, binary("lt", i1, i0)))
+        return select(take, i1, i0), select(take, v1, v0)
+
+    return fcombine
+
+
+def _arg_identity(extreme):
+    # The largest index loses every tie, so a data value equal to the identity's still wins.
+    return lambda idt, vdt: (Const(dt.max_value(idt), idt), Const(extreme(vdt), vdt))
+
+
+_argmax = comm_reducer(_arg_combiner("gt"), _arg_identity(dt.min_value), name="argmax")
+_argmin = comm_reducer(_arg_combiner("lt"), _arg_identity(dt.max_value), name="argmin")
+
+
+def _arg(name, reducer, x, axis, keepdims):
+    x = _check_tensor(name, x)
+    what = f"{name} of tensor {x.name!r} {x.shape}"
+    if axis is None:
+        axes = tuple(range(x.ndim))
+    else:
+        if not isinstance(axis, int) and not hasattr(axis, "__index__"):
+            raise AxisError(f"{what}: axis must be None or one integer, got {axis!r}")
+        axes = (normalize_axis(axis, x.ndim, what),)
+
+    def body(e, raxes):
+        flat, stride = Const(0, "int64"), 1
+        for d, k in reversed(list(zip(axes, raxes))):
+            flat = flat + cast(k, "int64") * Const(stride, "int64")
+            stride *= x.shape[d]
+        return reducer((flat, e), axis=raxes)
+
+    out = _reduction(name, x, axes, keepdims, body, lambda e: Const(0, "int64"))
+    return out[0] if isinstance(out, list) else out
+
+
+def argmax(x, axis=None, keepdims=False):
+    """int64 indices of the first maximum along ``axis`` (of the flattened tensor if None)."""
+    return _arg("argmax", _argmax, x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """int64 indices of the first minimum along ``axis`` (of the flattened tensor if None)."""
+    return _arg("argmin", _argmin, x, axis, keepdims)
