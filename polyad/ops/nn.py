@@ -538,7 +538,7 @@ def flatten(data):
     """(N, d1, d2, ...) -> (N, d1*d2*...): ``pa.ops.batch_flatten``."""
     from .transform import batch_flatten
 
-    return batch_flatten(data)
+    return batch_flatten(data, name="flatten")
 
 
 # ---------------------------------------------------------------------------
