@@ -536,8 +536,10 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
         return compute(shape, body, name=name, tag="injective")
 
     if mode == "edge":
-        def fold(d, j):
-            return _min(_max(j, 0), x.shape[d] - 1)
+        def fold(d, i):
+            j = i - pw[d][0]
+            j = _max(j, 0) if pw[d][0] else j
+            return _min(j, x.shape[d] - 1) if pw[d][1] else j
     elif mode == "reflect":
         for d in padded:
             if max(pw[d]) >= x.shape[d]:
@@ -546,9 +548,9 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
                     f"than its size {x.shape[d]}"
                 )
 
-        def fold(d, j):  # -j below 0, 2(n-1) - j above n-1
-            m = x.shape[d] - 1
-            return m - unary("abs", m - unary("abs", j))
+        def fold(d, i):  # j = i - before: -j below 0, 2(n-1) - j above n-1 (|j| <= 2(n-1) as pads < n)
+            a = _max(i - pw[d][0], pw[d][0] - i) if pw[d][0] else i  # |j| as a max: piecewise affine for isl
+            return _min(a, 2 * (x.shape[d] - 1) - a) if pw[d][1] else a
     elif mode == "symmetric":
         for d in padded:
             if max(pw[d]) > x.shape[d]:
@@ -557,14 +559,14 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
                     f"its size {x.shape[d]}"
                 )
 
-        def fold(d, j):  # -1 - j below 0, 2n - 1 - j above n-1: reflect the half-integer j + 1/2
-            n2 = 2 * x.shape[d]
-            return floordiv(n2 - unary("abs", n2 - unary("abs", 2 * j + 1)) - 1, 2)
+        def fold(d, i):  # j = i - before: -1 - j below 0, 2n - 1 - j above n-1 (pads <= n)
+            b = _max(i - pw[d][0], pw[d][0] - 1 - i) if pw[d][0] else i
+            return _min(b, 2 * x.shape[d] - 1 - b) if pw[d][1] else b
     else:
         raise PolyadError(f"{name} of tensor {x.name!r}: unknown mode {mode!r} (constant, edge, reflect, symmetric)")
 
     def body(*i):
-        return x[tuple(fold(d, i[d] - pw[d][0]) if d in padded else i[d] for d in range(x.ndim))]
+        return x[tuple(fold(d, i[d]) if d in padded else i[d] for d in range(x.ndim))]
 
     return compute(shape, body, name=name, tag="injective")
 

@@ -383,6 +383,7 @@ def test_pad_integer_tensor_and_errors():
     ((3, 4), ((2, 2), (3, 1))),
     ((1, 4), ((0, 0), (1, 3))),  # size-1 axis left alone
     ((4, 3), 2),
+    ((4, 3), ((0, 3), (2, 0))),  # one-sided pads
 ])
 def test_pad_modes(mode, shape, pad_width):
     X, x = inp(shape)
@@ -502,6 +503,12 @@ def test_matmul(sa, sb):
     got = run(ops.matmul(A, B), (A, a), (B, b))
     assert got.shape == ref.shape
     np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_matmul_operator():
+    A, a = inp((2, 3), "A", "float64")
+    B, b = inp((3,), "B", "float64")
+    np.testing.assert_allclose(run(A @ B, (A, a), (B, b)), a @ b, rtol=1e-12)
 
 
 def test_matmul_int_and_errors():
