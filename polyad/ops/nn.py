@@ -318,10 +318,11 @@ def conv2d(data, weight, strides=1, padding=0, dilation=1, groups=1):
     _conv_common(data, weight, op)
     n, c, h, w = data.shape
     o, cig, kh, kw = weight.shape
-    sh, sw = _pair(strides, "strides", op)
-    dh, dw = _pair(dilation, "dilation", op)
-    pt, pl, pb, pr = _padding(padding, op)
-    groups = _int(groups, "groups", op, 1)
+    ctx = f"{op} of {data.name!r}"
+    sh, sw = _pair(strides, "strides", ctx)
+    dh, dw = _pair(dilation, "dilation", ctx)
+    pt, pl, pb, pr = _padding(padding, ctx)
+    groups = _int(groups, "groups", ctx, 1)
     if c % groups:
         raise ShapeError(f"{op}: groups={groups} does not divide the {c} channels of data {data.name!r} (axis 1)")
     if o % groups:
@@ -371,11 +372,12 @@ def conv2d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilat
     _conv_common(data, weight, op)
     n, c, h, w = data.shape
     wc, cog, kh, kw = weight.shape
-    sh, sw = _pair(strides, "strides", op)
-    dh, dw = _pair(dilation, "dilation", op)
-    pt, pl, pb, pr = _padding(padding, op)
-    oph, opw = _pair(output_padding, "output_padding", op, lo=0)
-    groups = _int(groups, "groups", op, 1)
+    ctx = f"{op} of {data.name!r}"
+    sh, sw = _pair(strides, "strides", ctx)
+    dh, dw = _pair(dilation, "dilation", ctx)
+    pt, pl, pb, pr = _padding(padding, ctx)
+    oph, opw = _pair(output_padding, "output_padding", ctx, lo=0)
+    groups = _int(groups, "groups", ctx, 1)
     if wc != c:
         raise ShapeError(
             f"{op}: weight {weight.name!r} axis 0 has {wc} input channels but data {data.name!r} axis 1 has {c}"
@@ -384,7 +386,8 @@ def conv2d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilat
         raise ShapeError(f"{op}: groups={groups} does not divide the {c} channels of data {data.name!r} (axis 1)")
     if oph >= max(sh, dh) or opw >= max(sw, dw):
         raise ShapeError(
-            f"{op}: output_padding {(oph, opw)} must be smaller than the stride or the dilation on each axis"
+            f"{ctx}: output_padding {(oph, opw)} must be smaller than the stride or the dilation on each axis "
+            f"(axes 2, 3: strides {(sh, sw)}, dilation {(dh, dw)})"
         )
     cig = c // groups
     o = cog * groups
@@ -400,12 +403,19 @@ def conv2d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilat
 
     def body(b, f, y, x):
         ty, tx = y + pt - rh * dh, x + pl - rw * dw
-        # ty must be s*iy with 0 <= iy < h: exact division and range, as constraints
-        cond = (ty >= 0) & (ty <= (h - 1) * sh) & (tx >= 0) & (tx <= (w - 1) * sw)
-        if sh > 1:
-            cond = cond & (ty % sh == 0)
-        if sw > 1:
-            cond = cond & (tx % sw == 0)
+        # t = s*i with 0 <= i < size: exact division and range, as constraints; bounds that hold
+        # for every (output, kernel) point are left out
+        conds = []
+        for t, p0, k, d, s, size, n_out in ((ty, pt, kh, dh, sh, h, oh), (tx, pl, kw, dw, sw, w, ow)):
+            if p0 - (k - 1) * d < 0:
+                conds.append(t >= 0)
+            if n_out - 1 + p0 > (size - 1) * s:
+                conds.append(t <= (size - 1) * s)
+            if s > 1:
+                conds.append(t % s == 0)
+        cond = None
+        for c_ in conds:
+            cond = c_ if cond is None else cond & c_
         ci = rc if groups == 1 else (f // cog) * cig + rc
         fo = f if groups == 1 else f % cog
         return _sum(data[b, ci, ty // sh, tx // sw] * weight[ci, fo, rh, rw], axis=[rc, rh, rw], where=cond)
@@ -443,9 +453,10 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     if pool_type not in ("max", "avg"):
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     n, c, h, w = data.shape
-    kh, kw = _pair(kernel, "kernel", op)
-    sh, sw = _pair(kernel if stride is None else stride, "stride", op)
-    pt, pl, pb, pr = _padding(padding, op)
+    ctx = f"{op} of {data.name!r}"
+    kh, kw = _pair(kernel, "kernel", ctx)
+    sh, sw = _pair(kernel if stride is None else stride, "stride", ctx)
+    pt, pl, pb, pr = _padding(padding, ctx)
     for ax, (size, k, p0, p1, what) in enumerate(((h, kh, pt, pb, "height"), (w, kw, pl, pr, "width")), 2):
         if max(p0, p1) * 2 > k:
             raise ShapeError(
@@ -528,7 +539,7 @@ def upsampling(data, scale=2, method="nearest"):
     _ndim(data, 4, op, "NCHW")
     if method != "nearest":
         raise PolyadError(f"{op}: method {method!r} is not supported (only 'nearest')")
-    sh, sw = _pair(scale, "scale", op)
+    sh, sw = _pair(scale, "scale", f"{op} of {data.name!r}")
     n, c, h, w = data.shape
     return compute((n, c, h * sh, w * sw), lambda b, f, y, x: data[b, f, y // sh, x // sw],
                    name=op, tag="injective", attrs={"scale": (sh, sw), "method": method})
@@ -596,7 +607,7 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
     _tensor(data, op, "data")
     _float(data, op)
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
-    size = _int(size, "size", op, 1)
+    size = _int(size, "size", f"{op} of {data.name!r}", 1)
     ch = data.shape[axis]
     half = size // 2
     r = reduce_axis((0, size), "r")

@@ -291,6 +291,9 @@ def test_conv2d_transpose_is_a_gather_with_quasi_affine_conditions():
     text = str(body.condition)
     assert "%2 == 0" in text
     assert "//2" in str(body.source[0])
+    # stride 1, no padding: every bound holds, so no condition at all
+    one = pa.nn.conv2d_transpose(X, W).op.body[0]
+    assert one.condition.value is True and "//" not in str(one.source[0])
 
 
 def test_transpose_is_adjoint_of_conv():
@@ -459,6 +462,23 @@ def test_cross_entropy_float_labels():
         pa.nn.cross_entropy(ph((2, 3), "Z"), ph((2,), "lab", "float32"))
     with pytest.raises(pa.ShapeError, match=r"'lab'.*axis 0"):
         pa.nn.cross_entropy(ph((2, 3), "Z"), ph((3,), "lab", "int32"))
+
+
+def test_bad_parameters_name_the_tensor():
+    X = ph((1, 2, 5, 5), "img")
+    W = ph((2, 2, 3, 3), "filt")
+    with pytest.raises(pa.ShapeError, match=r"conv2d of 'img': strides"):
+        pa.nn.conv2d(X, W, strides=0)
+    with pytest.raises(pa.ShapeError, match=r"conv2d of 'img': padding"):
+        pa.nn.conv2d(X, W, padding=(1, 2, 3))
+    with pytest.raises(pa.ShapeError, match=r"conv2d of 'img': padding"):
+        pa.nn.conv2d(X, W, padding=-1)
+    with pytest.raises(pa.ShapeError, match=r"conv2d_transpose of 'img': dilation"):
+        pa.nn.conv2d_transpose(X, W, dilation=(1, 0))
+    with pytest.raises(pa.ShapeError, match=r"pool2d of 'img': kernel"):
+        pa.nn.pool2d(X, 2.5)
+    with pytest.raises(pa.ShapeError, match=r"upsampling of 'img': scale"):
+        pa.nn.upsampling(X, 0)
 
 
 def test_other_bad_input():
