@@ -48,6 +48,36 @@ def _devices(args):
     return 0
 
 
+def _bench_runner():
+    """benchmarks.runner from the source checkout (the suite is not part of the installed package)."""
+    try:
+        from benchmarks import runner
+    except ImportError:
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parent.parent
+        if not (root / "benchmarks" / "runner.py").is_file():
+            raise ImportError("the benchmark suite lives in benchmarks/ of a polyad source checkout; run it there")
+        sys.path.insert(0, str(root))
+        from benchmarks import runner
+    return runner
+
+
+def _bench_parser(p):
+    try:
+        _bench_runner().add_arguments(p)
+    except Exception as exc:  # noqa: BLE001 - a missing/broken suite must not break the other subcommands
+        p.set_defaults(bench_error=exc)
+    p.set_defaults(fn=_bench)
+
+
+def _bench(args):
+    if getattr(args, "bench_error", None) is not None:
+        print(f"polyad bench: {args.bench_error}", file=sys.stderr)
+        return 2
+    return _bench_runner().run_cli(args)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="polyad", description="differentiate tensor expressions, build OpenCL kernels")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -58,6 +88,8 @@ def main(argv=None):
     p.set_defaults(fn=_demo)
     p = sub.add_parser("devices", help="list the OpenCL devices polyad can use")
     p.set_defaults(fn=_devices)
+    p = sub.add_parser("bench", help="benchmark autodiff gradients against hand-written TE, numpy and PyTorch")
+    _bench_parser(p)
     args = parser.parse_args(argv)
     return args.fn(args)
 
