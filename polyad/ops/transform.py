@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import as_expr, binary, floordiv, floormod, reduce_axis, select, sum as _sum, unary
+from ..te.expr import as_expr, binary, floordiv, floormod, reduce_axis, select, sum as _sum
 from ..te.tensor import Tensor, compute
 from ._util import broadcast_shape, normalize_axes, normalize_axis
 
@@ -625,8 +625,14 @@ def take(a, indices, axis=None, mode="clip", name="take"):
 
     def src_read(pos, outer, inner):
         if axis is None:
-            zero = [0] * a.ndim
-            return a[_reshape_indices(a.shape, (a.size,), (pos,))] if a.ndim else a[tuple(zero)]
+            # unravel the flat position; the first axis takes the whole quotient, so an
+            # out-of-range position is an out-of-range read even through size-1 axes
+            idx, stride = [], a.size
+            for d, s in enumerate(a.shape):
+                stride //= s
+                q = floordiv(pos, stride)
+                idx.append(q if d == 0 else floormod(q, s))
+            return a[tuple(idx)]
         return a[tuple(outer) + (pos,) + tuple(inner)]
 
     m = len(ind_shape)

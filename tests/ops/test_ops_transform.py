@@ -438,6 +438,10 @@ def test_take_raise_mode():
     for bad in ([0, 3, 1], [-4, 0, 0]):
         with raises(pa.OutOfBoundsError, "'A'"):
             run(T, (A, a), (I, np.array(bad, dtype="int32")))
+    O, o = inp((1, 1), "O")
+    check(ops.take(O, I, mode="raise"), np.take(o, [0, -1, 0]), (O, o), (I, np.array([0, -1, 0], "int32")))
+    with raises(pa.OutOfBoundsError, "'O'"):
+        run(ops.take(O, I, mode="raise"), (O, o), (I, np.array([0, 1, 0], dtype="int32")))
     F = ops.take(A, I, mode="raise")
     with raises(pa.OutOfBoundsError, "'A'"):
         run(F, (A, a), (I, np.array([0, 12, 1], dtype="int32")))
