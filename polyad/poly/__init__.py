@@ -1,5 +1,11 @@
-"""Polyhedral layer: TE <-> isl, the statement form of stages, gradient simplification."""
+"""Polyhedral layer: TE <-> isl, the statement form of stages, gradient simplification.
 
+``simplify(tensors)`` rewrites raw-form gradient stages as :class:`PolyOp`\\ s
+(see ``docs/simplifier.md``); ``estimate(tensors)`` counts their work with isl.
+"""
 
-def estimate(tensors):
-    raise NotImplementedError("pa.estimate is being written")
+from .estimate import Estimate, StageCost, estimate
+from .simplify import simplify, simplify_op
+from .stage import PolyOp, Statement, statements_of
+
+__all__ = ["simplify", "simplify_op", "estimate", "Estimate", "StageCost", "PolyOp", "Statement", "statements_of"]

@@ -135,4 +135,16 @@ class PolyOp(Operation):
         out = input_tensors(tuple(v for s in self.statements for v in s.values))
         return [t for t in out if t.op is not self]
 
+    def evaluate_numpy(self, values):
+        """The output arrays, given the arrays of the inputs (``pa.evaluate``'s hook)."""
+        from .numpy_eval import evaluate_polyop
+
+        return evaluate_polyop(self, values)
+
+    def show_lines(self, printer, name, **kwargs):
+        """Readable lines for ``pa.show``: one per statement, domains beyond the box shown."""
+        from .numpy_eval import show_polyop
+
+        return show_polyop(self, printer, name)
+
     __hash__ = object.__hash__

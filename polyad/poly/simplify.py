@@ -1,0 +1,380 @@
+"""Gradient simplification: raw select-sum stages -> polyhedral statements.
+
+A raw reverse-mode gradient of a consumer ``Y[o] = sum_r g(o, r)`` with
+respect to ``X`` reads::
+
+    dX[p, j] = sum_{o', r'} select(f(o', r') == j and guards, H[p, o'] * v(o', r'), 0) + ...
+
+over a rectangle much larger than the set of points that contribute.  The
+rewrite, per stage:
+
+1. *peel* the body into terms ``(conditions, value)``: one per select, with
+   nested selects and products distributed (``select(c, a, 0) * b`` is
+   ``select(c, a*b, 0)``) and the reduction's ``where=`` added to each;
+2. *lift* every quasi-affine condition into an isl domain over the output
+   and reduction variables; the rest stay opaque guards kept in the value;
+3. *eliminate* reduction variables: where the domain makes one of them a
+   function of the others (``Map.is_single_valued``), it is replaced by that
+   function (``Map.as_pw_multi_aff``, one statement per piece) and projected
+   out; the others keep the exact bounds of the domain;
+4. *gist*: conditions left in the value that the domain implies (or
+   excludes) are folded away;
+5. the output region that no term reaches gets a zero-fill statement.
+
+A stage where nothing is lifted is left as it is; so is any stage the
+conversion fails on (the rewrite never changes a value).
+"""
+
+import weakref
+
+import islpy as isl
+
+from ..errors import PolyadError
+from ..te import dtype as dt
+from ..te.expr import Call, Const, IterVar, Load, Reduce, Var, binary, select, unary
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
+from ..te.visit import post_order, substitute, transform
+from .convert import FromIsl, NotAffine, ToIsl, bounds, box, pieces, rename
+from .stage import PolyOp, Statement
+
+_dt = isl.dim_type
+
+#: at most this many pieces when a reduction variable is solved piecewise
+MAX_PIECES = 4
+#: at most this many terms after distributing products of sums
+MAX_TERMS = 16
+
+_MEMO = weakref.WeakKeyDictionary()
+
+
+# ---------------------------------------------------------------------------
+# graph rewrite
+# ---------------------------------------------------------------------------
+
+def simplify(tensors):
+    """Rewrite every raw-form gradient stage that ``tensors`` depend on as a :class:`PolyOp`.
+
+    Returns the tensors of the rewritten graph (one tensor for one tensor, a
+    list for a list).  Stages that are not of the raw form, or about which
+    nothing can be proven, are kept (rebuilt only when an input changed).
+    """
+    single = isinstance(tensors, Tensor)
+    outs = as_tensor_list(tensors, "simplify")
+    mapping = {}  # id(old op) -> new op
+    for op in walk_ops(outs):
+        if isinstance(op, PlaceholderOp):
+            continue
+        new = _rebind_inputs(op, mapping)
+        if isinstance(new, ComputeOp):
+            new = simplify_op(new) or new
+        if new is not op:
+            mapping[id(op)] = new
+    res = [mapping[id(t.op)].output(t.value_index) if id(t.op) in mapping else t for t in outs]
+    return res[0] if single else res
+
+
+def _rebind_inputs(op, mapping):
+    """``op`` reading the rewritten versions of its inputs (itself when none changed)."""
+    if not any(id(t.op) in mapping for t in op.input_tensors):
+        return op
+
+    def fn(node, rebuilt):
+        if type(node).__name__ == "Load" and id(node.tensor.op) in mapping:
+            t = mapping[id(node.tensor.op)].output(node.tensor.value_index)
+            return rebuilt.__class__(t, rebuilt.indices)
+        return None
+
+    if isinstance(op, ComputeOp):
+        body = transform(op.body, fn)
+        return ComputeOp(op.name, op.axis, tuple(body), op.tag, dict(op.attrs))
+    if isinstance(op, PolyOp):
+        stmts = tuple(
+            Statement(s.name, s.vars, s.n_out, s.domain, tuple(transform(s.values, fn)), s.combiner, s.accumulate)
+            for s in op.statements
+        )
+        return PolyOp(op.name, op.shape, op.dtypes, stmts, dict(op.attrs))
+    raise PolyadError(f"stage {op.name!r}: cannot rebuild a {type(op).__name__}")
+
+
+def simplify_op(op):
+    """The PolyOp of one raw-form gradient stage, or None when the rewrite proves nothing.
+
+    Memoised per operation: the isl work is done once.
+    """
+    try:
+        return _MEMO[op]
+    except KeyError:
+        pass
+    try:
+        res = _simplify_op(op)
+    except NotAffine:
+        res = None
+    _MEMO[op] = res
+    return res
+
+
+# ---------------------------------------------------------------------------
+# one stage
+# ---------------------------------------------------------------------------
+
+def _is_zero(e):
+    return isinstance(e, Const) and not dt.is_bool(e.dtype) and e.value == 0
+
+
+def _and_all(conds):
+    out = Const(True, "bool")
+    for c in conds:
+        out = binary("and", out, c)
+    return out
+
+
+def _conjuncts(c):
+    if isinstance(c, Call) and c.op == "and":
+        return _conjuncts(c.args[0]) + _conjuncts(c.args[1])
+    if isinstance(c, Const) and c.value:
+        return ()
+    return (c,)
+
+
+def _peel(e, conv):
+    """Terms ``[(conditions, value)]`` whose sum is ``e`` (zero terms dropped)."""
+    if _is_zero(e):
+        return []
+    out = None
+    if isinstance(e, Call):
+        op, a = e.op, e.args
+        if op == "select":
+            c, x, y = a
+            if _is_zero(y):
+                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv)]
+            elif _is_zero(x):
+                out = [(_conjuncts(unary("not", c)) + cs, v) for cs, v in _peel(y, conv)]
+            elif conv.try_set(c) is not None:
+                nc = unary("not", c)
+                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv)]
+                out += [(_conjuncts(nc) + cs, v) for cs, v in _peel(y, conv)]
+        elif op == "add":
+            out = _peel(a[0], conv) + _peel(a[1], conv)
+        elif op == "sub":
+            out = _peel(a[0], conv) + [(cs, unary("neg", v)) for cs, v in _peel(a[1], conv)]
+        elif op == "neg":
+            out = [(cs, unary("neg", v)) for cs, v in _peel(a[0], conv)]
+        elif op == "mul":
+            pa, pb = _peel(a[0], conv), _peel(a[1], conv)
+            if len(pa) * len(pb) <= MAX_TERMS:
+                out = [(ca + cb, binary("mul", va, vb)) for ca, va in pa for cb, vb in pb]
+        elif op == "div":
+            out = [(cs, binary("div", v, a[1])) for cs, v in _peel(a[0], conv)]
+    if out is None or all(not cs for cs, _ in out):
+        return [((), e)]
+    return out
+
+
+def _merge(terms):
+    """Terms with the same conditions become one (their values added)."""
+    out, index = [], {}
+    for cs, v in terms:
+        key = tuple(sorted(id(c) for c in set(cs)))
+        if key in index:
+            k = index[key]
+            out[k] = (out[k][0], binary("add", out[k][1], v))
+        else:
+            index[key] = len(out)
+            out.append((tuple({id(c): c for c in cs}.values()), v))
+    return out
+
+
+def _simplify_op(op):
+    if not isinstance(op, ComputeOp) or len(op.body) != 1:
+        return None
+    body = op.body[0]
+    out_vars = tuple(op.axis)
+    if isinstance(body, Reduce):
+        if body.combiner.kind() != "sum":
+            return None
+        red_vars = tuple(body.axis)
+        src, where = body.source[0], _conjuncts(body.condition)
+    else:
+        red_vars, src, where = (), body, ()
+    all_vars = out_vars + red_vars
+    conv = ToIsl(all_vars)
+    full = box(all_vars)
+    terms = _merge([(cs + where, v) for cs, v in _peel(src, conv)])
+
+    lifted = False
+    cases = []  # (domain over out + remaining red vars, those vars, value)
+    for conds, value in terms:
+        dom, opaque = full, []
+        for c in conds:
+            s = conv.try_set(c)
+            if s is None:
+                opaque.append(c)
+            else:
+                lifted = True
+                dom = dom.intersect(s)
+        dom = dom.coalesce()
+        if dom.is_empty():
+            continue
+        if opaque:
+            value = select(_and_all(opaque), value, Const(0, value.dtype))
+        for d, vars_, subst in _eliminate(dom, all_vars, len(out_vars), ()):
+            lifted = lifted or bool(subst)
+            v = value
+            for var, e in subst:
+                v = substitute(v, {var: e})
+            cases.append((d, vars_, v))
+    if not lifted:
+        return None
+    return _build(op, out_vars, cases)
+
+
+def _eliminate(dom, vars_, n, subst):
+    """Solve reduction variables the domain fixes: [(domain, remaining vars, substitutions)].
+
+    Among the variables that are functions of the others, the one with the
+    simplest solution goes first (fewest pieces, then no division): for a
+    strided convolution that solves the kernel offset ``r = x - 3o + 1`` and
+    keeps ``o`` with exact bounds, rather than ``o = (x - r + 1)/3``.
+    """
+    best = None
+    for k in range(n, len(vars_)):
+        m = isl.Map.from_domain(dom).move_dims(_dt.out, 0, _dt.in_, k, 1)
+        if not m.is_single_valued():
+            continue
+        pcs = pieces(m.as_pw_multi_aff().coalesce())
+        if len(pcs) > MAX_PIECES:
+            continue
+        divs = 0
+        for _, ma in pcs:
+            aff = ma.get_aff(0)
+            divs += aff.dim(_dt.div) + (0 if str(aff.get_denominator_val()) == "1" else 1)
+        score = (len(pcs), divs, k)
+        if best is None or score < best[0]:
+            best = (score, k, pcs)
+    if best is None:
+        return [(dom, vars_, subst)]
+    _, k, pcs = best
+    rest = vars_[:k] + vars_[k + 1:]
+    res = []
+    for piece_dom, ma in pcs:
+        piece_dom = piece_dom.coalesce()
+        e = FromIsl(rest, piece_dom).aff_expr(ma.get_aff(0))
+        res += _eliminate(piece_dom, rest, n, subst + ((vars_[k], e),))
+    return res
+
+
+def _fold_conditions(value, dom, vars_):
+    """Fold the affine conditions inside ``value`` that ``dom`` decides (isl gist)."""
+    conv = ToIsl(vars_)
+    dom = dom.reset_tuple_id()
+
+    back = FromIsl(vars_, dom)
+
+    def clean_index(e):
+        """An index rewritten by isl on the domain, when that makes it smaller."""
+        if isinstance(e, (Const, Var)):
+            return e
+        try:
+            pcs = pieces(conv.aff(e).gist(dom).coalesce())
+            if len(pcs) != 1:
+                return e
+            new = back.aff_expr(pcs[0][1])
+        except NotAffine:
+            return e
+        return new if len(post_order(new)) < len(post_order(e)) else e
+
+    def decide(c):
+        s = conv.try_set(c)
+        if s is None:
+            return None
+        if dom.is_subset(s):
+            return Const(True, "bool")
+        if dom.intersect(s).is_empty():
+            return Const(False, "bool")
+        return None
+
+    def fn(node, rebuilt):
+        if not isinstance(node, Call):
+            return None
+        if dt.is_int(node.dtype) and node.op != "select":
+            new = clean_index(rebuilt)
+            if new is not rebuilt:
+                return new
+        if node.dtype == "bool" and node.op in ("lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not"):
+            d = decide(rebuilt)
+            if d is not None:
+                return d
+        if rebuilt is node:
+            return None
+        a = rebuilt.args
+        if rebuilt.op == "select":
+            return select(*a)
+        if rebuilt.op in ("and", "or"):
+            return binary(rebuilt.op, *a)
+        if rebuilt.op == "not":
+            return unary("not", a[0])
+        return None
+
+    return transform(value, fn)
+
+
+def _build(op, out_vars, cases):
+    n = len(out_vars)
+    dtype = op.body[0].dtype
+    zero = Const(0, dtype)
+    comb = op.body[0].combiner if isinstance(op.body[0], Reduce) else None
+    if comb is None:
+        from ..te.expr import sum_reducer
+
+        comb = sum_reducer(dtype)
+    out_box = box(out_vars)
+    covered = out_box.subtract(out_box)  # empty, in the output space
+    stmts = []
+    for dom, vars_, value in cases:
+        m = len(vars_) - n
+        value = _fold_conditions(value, dom, vars_)
+        if _is_zero(value):
+            continue
+        # fresh reduction variables with the exact bounding box of the domain
+        new_red = []
+        bb = bounds(dom)
+        for v, (lo, hi) in zip(vars_[n:], bb[n:]):
+            new_red.append(IterVar(v.name, v.dtype, lo=lo, extent=hi - lo + 1, kind="reduce"))
+        if new_red:
+            value = substitute(value, dict(zip(vars_[n:], new_red)))
+        svars = tuple(out_vars) + tuple(new_red)
+        proj = dom.project_out(_dt.set, n, m) if m else dom
+        proj = proj.reset_tuple_id()
+        overlap = covered.intersect(proj)
+        parts = []
+        if overlap.is_empty():
+            parts.append((dom, False))
+        else:
+            lifted = overlap.insert_dims(_dt.set, n, m) if m else overlap
+            acc = _intersect(dom, lifted)
+            fresh = _subtract(dom, lifted)
+            if not fresh.is_empty():
+                parts.append((fresh, False))
+            if not acc.is_empty():
+                parts.append((acc, True))
+        covered = covered.union(proj).coalesce()
+        for d, accumulate in parts:
+            name = f"S{len(stmts)}"
+            dom_named = rename(d.coalesce(), svars, name)
+            c = comb if (m or accumulate) else None
+            stmts.append(Statement(name, svars, n, dom_named, (value,), c, accumulate))
+    rest = out_box.subtract(covered).coalesce()
+    if not rest.is_empty():
+        stmts.append(Statement("Z", tuple(out_vars), n, rename(rest, out_vars, "Z"), (zero,)))
+    return PolyOp(op.name, op.shape, (dtype,), tuple(stmts), {"source": op, "simplified": True})
+
+
+def _intersect(a, b):
+    return a.reset_tuple_id().intersect(b.reset_tuple_id())
+
+
+def _subtract(a, b):
+    return a.reset_tuple_id().subtract(b.reset_tuple_id())
+
+
+__all__ = ["simplify", "simplify_op"]
