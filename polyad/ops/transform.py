@@ -2,7 +2,7 @@
 
 Every op is a ``compute`` whose body reads its inputs at index expressions
 that are affine or quasi-affine in the output indices (sums of indices times
-constants, ``floordiv``/``floormod`` by constants, ``min``/``max``/``abs`` of
+constants, ``floordiv``/``floormod`` by constants, ``min``/``max`` of
 such), so the ISL simplifier can invert them exactly.  The one exception is
 ``take``, whose indices are data.  Reads that would fall outside an input
 happen only inside the false branch of a ``select`` guarding them.
@@ -316,9 +316,11 @@ def stack(tensors, axis=0, name="stack"):
 
 def _slice_compute(x, starts, steps, shape, name, tag="injective"):
     """out[i] = x[starts[d] + steps[d] * i[d]]: the common body of every slicing op."""
-    return compute(
-        shape, lambda *i: x[tuple(s + st * e for s, st, e in zip(starts, steps, i))], name=name, tag=tag
-    )
+
+    def at(s, st, e):
+        return s + st * e if st > 0 else s - (-st) * e  # "3 - i", not "3 + -1*i"
+
+    return compute(shape, lambda *i: x[tuple(at(*a) for a in zip(starts, steps, i))], name=name, tag=tag)
 
 
 def _norm_slice(x, d, b, e, s, name):
