@@ -54,7 +54,7 @@ def normalize_axes(axis, ndim, what):
     for a in axis:
         n = normalize_axis(a, ndim, what)
         if n in seen:
-            raise AxisError(f"{what}: axis {a} repeats axis {seen[n]} in {axis}")
+            raise AxisError(f"{what}: repeated axis {a} (the same as axis {seen[n]}) in {axis}")
         seen[n] = a
     return tuple(sorted(seen))
 

@@ -159,7 +159,7 @@ def test_out_of_range_axis_names_the_tensor_and_the_axis(op):
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "mean"])
 def test_repeated_and_malformed_axes(op):
     X = pa.placeholder((3, 4), name="X")
-    with pytest.raises(pa.AxisError, match=f"{op} of tensor 'X'.*axis -2 repeats axis 0"):
+    with pytest.raises(pa.AxisError, match=f"{op} of tensor 'X'.*repeated axis -2 \\(the same as axis 0\\)"):
         getattr(ops, op)(X, axis=(0, -2))
     with pytest.raises(pa.AxisError, match="'X'.*integer"):
         getattr(ops, op)(X, axis=1.0)
