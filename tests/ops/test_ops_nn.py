@@ -604,3 +604,50 @@ def test_names_and_tags():
             assert t.op.tag == tag, name
     assert pa.nn.conv2d(X, W, 2, (1, 0, 2, 1), 2).op.attrs == {
         "strides": (2, 2), "padding": (1, 0, 2, 1), "dilation": (2, 2), "groups": 1}
+
+
+# ---------------------------------------------------------------------------
+# gradients (pa.differentiate) against central finite differences, float64
+# ---------------------------------------------------------------------------
+
+L3 = ph((3,), "labels", "int32")
+GRAD_CASES = {
+    "dense": (lambda x, w, b: pa.nn.dense(x, w, b), [(2, 3), (4, 3), (4,)]),
+    "bias_add": (lambda x, b: pa.nn.bias_add(x, b), [(2, 3, 2), (3,)]),
+    "leaky_relu": (lambda x: pa.nn.leaky_relu(x, 0.1), [(2, 5)]),
+    "prelu": (lambda x, a: pa.nn.prelu(x, a), [(2, 3), (3,)]),
+    "sigmoid_tanh": (lambda x: pa.nn.tanh(pa.nn.sigmoid(x)), [(2, 3)]),
+    "softmax": (lambda x: pa.nn.softmax(x, 0), [(3, 4)]),
+    "log_softmax": (lambda x: pa.nn.log_softmax(x), [(3, 4)]),
+    "conv2d": (lambda x, w: pa.nn.conv2d(x, w, 2, (1, 0, 2, 1), 2), [(1, 2, 6, 6), (2, 2, 2, 2)]),
+    "conv2d_depthwise": (lambda x, w: pa.nn.conv2d(x, w, 1, 1, 1, 2), [(1, 2, 4, 4), (2, 1, 3, 3)]),
+    "conv2d_transpose": (lambda x, w: pa.nn.conv2d_transpose(x, w, 2, 1, 1), [(1, 2, 3, 3), (2, 2, 3, 3)]),
+    "max_pool_ceil": (lambda x: pa.nn.pool2d(x, 3, 2, 1, "max", True), [(1, 2, 6, 6)]),
+    "avg_pool_ceil": (lambda x: pa.nn.pool2d(x, 3, 2, 1, "avg", True, False), [(1, 2, 6, 6)]),
+    "global_pool": (lambda x: pa.nn.global_pool2d(x, "avg"), [(1, 2, 3, 3)]),
+    "upsampling": (lambda x: pa.nn.upsampling(x, (2, 3)), [(1, 1, 2, 3)]),
+    "batch_norm": (lambda x, g, b, m: pa.nn.batch_norm(x, g, b, m, ph((3,), "var")), [(2, 3, 2), (3,), (3,), (3,)]),
+    "lrn": (lambda x: pa.nn.lrn(x, 3, alpha=0.5), [(1, 4, 2, 2)]),
+    "l2_normalize": (lambda x: pa.nn.l2_normalize(x, 1e-6, 1), [(2, 3)]),
+    "cross_entropy": (lambda z: pa.nn.cross_entropy(z, L3), [(3, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_gradient_matches_finite_differences(name):
+    build, shapes = GRAD_CASES[name]
+    ins = [ph(s, f"in{i}") for i, s in enumerate(shapes)]
+    Y = build(*ins)
+    H = ph(Y.shape, "H")
+    feed = {t: rand(*t.shape) for t in ins}
+    for t in pa.te.placeholders(Y):  # the fixed inputs: variances and labels
+        if t not in feed:
+            feed[t] = np.array([0, 3, 1], "int32") if t.dtype == "int32" else np.abs(rand(*t.shape)) + 0.5
+    h = rand(*Y.shape)
+    grads = pa.evaluate(list(pa.differentiate(Y, ins, H)), {**feed, H: h})
+    eps = 1e-6
+    for t, g in zip(ins, grads):  # directional derivative along a random direction
+        d = rand(*t.shape)
+        fp = (pa.evaluate(Y, {**feed, t: feed[t] + eps * d}) * h).sum()
+        fm = (pa.evaluate(Y, {**feed, t: feed[t] - eps * d}) * h).sum()
+        np.testing.assert_allclose((g * d).sum(), (fp - fm) / (2 * eps), rtol=1e-6, atol=1e-7, err_msg=t.name)
