@@ -355,3 +355,24 @@ def test_logical_ops_use_truthiness_of_numbers():
     check(ev(ops.logical_or(A, B), feed), np.logical_or(a, b))
     check(ev(ops.logical_not(A), feed), np.logical_not(a))
     check(ev(ops.logical_not(B), feed), np.logical_not(b))
+
+
+def test_random_shapes_broadcast_exactly_when_numpy_does():
+    rng = np.random.default_rng(42)
+    agree = refuse = 0
+    for _ in range(60):
+        s1 = tuple(int(v) for v in rng.choice([1, 2, 3], size=rng.integers(0, 4)))
+        s2 = tuple(int(v) for v in rng.choice([1, 2, 3], size=rng.integers(0, 4)))
+        A = pa.placeholder(s1, "float64", name="A")
+        B = pa.placeholder(s2, "float64", name="B")
+        try:
+            np.broadcast_shapes(s1, s2)
+        except ValueError:
+            with pytest.raises(pa.ShapeError, match="'A'.*'B'"):
+                ops.subtract(A, B)
+            refuse += 1
+            continue
+        a, b = rand(s1, "float64", 1), rand(s2, "float64", 2)
+        check(ev(ops.subtract(A, B), {A: a, B: b}), a - b)
+        agree += 1
+    assert agree > 10 and refuse > 10  # both branches were exercised
