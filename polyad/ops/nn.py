@@ -145,6 +145,8 @@ def bias_add(data, bias, axis=1):
 def relu(x):
     """``max(x, 0)``."""
     _tensor(x, "relu", "x")
+    if dt.is_bool(x.dtype):
+        raise DtypeError(f"relu: tensor {x.name!r} is bool; cast it to a number first")
     return compute(x.shape, lambda *i: _max(x[i], _zero(x)), name="relu", tag="elementwise")
 
 
@@ -574,7 +576,10 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5)
 
 
 def dropout(data, mask, rate=0.5):
-    """``data * mask / (1 - rate)`` with an explicit mask (bool, or 0/1 of data's dtype, same shape)."""
+    """``data * mask / (1 - rate)`` with an explicit mask (bool, or 0/1 of data's dtype, same shape).
+
+    ``rate == 1`` drops everything: the output is zero, as in PyTorch.
+    """
     op = "dropout"
     _tensor(data, op, "data")
     _tensor(mask, op, "mask")

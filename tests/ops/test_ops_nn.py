@@ -396,6 +396,18 @@ def test_dropout():
     Mf = ph((3, 4), "maskf")
     close(pa.evaluate(pa.nn.dropout(X, Mf, 0.25), {X: x, Mf: keep.astype("float64")}), x * keep / 0.75)
     close(pa.evaluate(pa.nn.dropout(X, Mf, 0.0), {X: x, Mf: keep.astype("float64")}), x * keep)
+    close(pa.evaluate(pa.nn.dropout(X, Mb, 1.0), {X: x, Mb: keep}), np.zeros((3, 4)))
+    with pytest.raises(pa.PolyadError, match="rate"):
+        pa.nn.dropout(X, Mb, 1.5)
+
+
+def test_relu_integer_and_bool():
+    I = ph((4,), "I", "int32")
+    i = np.array([-2, 0, 3, -1], "int32")
+    y = pa.evaluate(pa.nn.relu(I), {I: i})
+    assert y.dtype == np.int32 and (y == np.maximum(i, 0)).all()
+    with pytest.raises(pa.DtypeError, match="'flags'"):
+        pa.nn.relu(ph((4,), "flags", "bool"))
 
 
 @pytest.mark.parametrize("size,axis", [(3, 1), (4, 1), (1, 1), (5, 0), (2, -1)])
