@@ -1,9 +1,13 @@
-"""Reverse-mode automatic differentiation (being written)."""
+"""Reverse-mode automatic differentiation of tensor expressions (see docs/autodiff.md).
 
+* :func:`differentiate`: reverse accumulation over the tensor graph;
+* :func:`jacobian`: the Jacobian of a tensor w.r.t. an immediate input;
+* :func:`diff_building_block`: one consumer's adjoint contribution (the default ``fdiff``);
+* :data:`RULES`: the derivative table, one rule per scalar operator.
+"""
 
-def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, optimize=True):
-    raise NotImplementedError("pa.differentiate is being written")
+from .blocks import diff_building_block, identity_head
+from .reverse import Gradients, differentiate, jacobian, _simplify  # noqa: F401
+from .rules import RULES
 
-
-def jacobian(output, input, optimize=True):
-    raise NotImplementedError("pa.jacobian is being written")
+__all__ = ["differentiate", "jacobian", "diff_building_block", "identity_head", "Gradients", "RULES"]
