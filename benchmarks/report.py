@@ -105,16 +105,16 @@ def bar_chart(result, path):
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
     series = {}
     for r in rows:
-        series.setdefault(f"polyad autodiff ({r['schedule']})", {})[r["workload"]] = r["bwd_ms"]
-        series.setdefault(f"hand TE ({r['schedule']})", {})[r["workload"]] = r["hand_ms"]
-        series.setdefault("numpy", {})[r["workload"]] = r["numpy_ms"]
-        series.setdefault("torch", {})[r["workload"]] = r["torch_ms"]
-    series = {k: v for k, v in series.items() if any(c.ok for c in v.values())}
+        for label, key in ((f"polyad autodiff ({r['schedule']})", "bwd_ms"), (f"hand TE ({r['schedule']})", "hand_ms"),
+                           ("numpy", "numpy_ms"), ("torch", "torch_ms")):
+            c = r.get(key)
+            if isinstance(c, Cell) and c.ok:
+                series.setdefault(label, {})[r["workload"]] = c
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(workloads) + 2), 4.5))
     width = 0.8 / max(1, len(series))
     for i, (label, vals) in enumerate(series.items()):
-        xs = [j + i * width for j, w in enumerate(workloads) if w in vals and vals[w].ok]
-        ys = [vals[w].value for w in workloads if w in vals and vals[w].ok]
+        xs = [j + i * width for j, w in enumerate(workloads) if w in vals]
+        ys = [vals[w].value for w in workloads if w in vals]
         ax.bar(xs, ys, width, label=label)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))])
     ax.set_xticklabels(workloads, rotation=30, ha="right")

@@ -68,12 +68,15 @@ class Case:
         arrays["H"] = np.asarray(rng.standard_normal(self.out_shape), dtype="float32")
         return arrays
 
-    def placeholders(self):
-        """Fresh TE placeholders for every input and the head, by name."""
+    def placeholders(self, float_dtype="float32"):
+        """Fresh TE placeholders for every input and the head, by name (floats as ``float_dtype``)."""
         import polyad as pa
 
-        ph = {i.name: pa.placeholder(i.shape, dtype=i.dtype, name=i.name) for i in self.inputs}
-        ph["H"] = pa.placeholder(self.out_shape, name="H")
+        def dtype(d):
+            return float_dtype if d.startswith("float") else d
+
+        ph = {i.name: pa.placeholder(i.shape, dtype=dtype(i.dtype), name=i.name) for i in self.inputs}
+        ph["H"] = pa.placeholder(self.out_shape, dtype=float_dtype, name="H")
         return ph
 
 
