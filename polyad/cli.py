@@ -2,34 +2,12 @@
 
 import argparse
 import sys
-import time
-
-import numpy as np
 
 
 def _demo(args):
-    import polyad as pa
+    from .demo import run
 
-    batch, n_in, n_out = args.batch, args.n_in, args.n_out
-    X = pa.placeholder((batch, n_in), name="X")
-    W = pa.placeholder((n_out, n_in), name="W")
-    B = pa.placeholder((n_out,), name="B")
-    Y = pa.nn.dense(X, W, B)
-    print(f"polyad demo: dense layer Y = X·Wᵀ + B, X{list(X.shape)} W{list(W.shape)} B{list(B.shape)}\n")
-    print(pa.show(Y))
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(X.shape, dtype=np.float32)
-    w = rng.standard_normal(W.shape, dtype=np.float32)
-    b = rng.standard_normal(B.shape, dtype=np.float32)
-    t0 = time.perf_counter()
-    y = pa.evaluate(Y, {X: x, W: w, B: b})
-    t1 = time.perf_counter()
-    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
-    err = float(np.max(np.abs(y - ref)) / np.max(np.abs(ref)))
-    print(f"\nforward through pa.evaluate: {1e3 * (t1 - t0):.1f} ms, max relative error vs numpy float64: {err:.2e}")
-    ok = err < 1e-5
-    print("OK" if ok else "MISMATCH")
-    return 0 if ok else 1
+    return run(args.batch, args.n_in, args.n_out, schedule=args.schedule)
 
 
 def _devices(args):
@@ -85,6 +63,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--n-in", type=int, default=1000)
     p.add_argument("--n-out", type=int, default=1000)
+    p.add_argument("--schedule", default="naive", help="naive (default) or auto")
     p.set_defaults(fn=_demo)
     p = sub.add_parser("devices", help="list the OpenCL devices polyad can use")
     p.set_defaults(fn=_devices)
