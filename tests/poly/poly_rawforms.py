@@ -48,18 +48,23 @@ def out_size(n_in, kernel, stride, dilation=1, pad=0):
     return (n_in + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def _first_argmax(x, y):
+    take_y = (y[1] > x[1]) | ((y[1] == x[1]) & (y[0] < x[0]))
+    return pa.select(take_y, y[0], x[0]), pa.select(take_y, y[1], x[1])
+
+
+argmax = pa.comm_reducer(_first_argmax, lambda t0, t1: (pa.const(-1, t0), pa.const(float("-inf"), t1)), "argmax")
+
+
+def argmax_rows(Z, name="A"):
+    """A[i] = the first k where Z[i, k] is largest."""
+    k = pa.reduce_axis((0, Z.shape[1]), "k")
+    return pa.compute((Z.shape[0],), lambda i: argmax((k + 0, Z[i, k]), axis=k), name=name)[0]
+
+
 def argmax_stage(X, out_shape, kernel, stride, name="A"):
     """A[n, c, y, x] = the flat index ry*K + rx of the first maximum of each pooling window."""
     K, S = kernel, stride
-
-    def fcombine(x, y):
-        take_y = (y[1] > x[1]) | ((y[1] == x[1]) & (y[0] < x[0]))
-        return pa.select(take_y, y[0], x[0]), pa.select(take_y, y[1], x[1])
-
-    def fidentity(t0, t1):
-        return pa.const(-1, t0), pa.const(float("-inf"), t1)
-
-    argmax = pa.comm_reducer(fcombine, fidentity, name="argmax")
 
     def body(n, c, y, x):
         ry = pa.reduce_axis((0, K), "ry")

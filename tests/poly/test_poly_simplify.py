@@ -1,0 +1,220 @@
+"""simplify(): raw-form gradients become polyhedral stages with the same values, less work."""
+
+import time
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.poly import PolyOp, estimate, simplify
+from polyad.te.expr import Call
+from polyad.te.visit import post_order
+from poly_rawforms import argmax_rows, argmax_stage, out_size, rand, raw_grad, window_pairs
+
+
+def selects_and_compares(t):
+    """Operators select / comparisons left in the values of t's stage."""
+    ops = []
+    for st in t.op.statements:
+        for n in post_order(st.values):
+            if isinstance(n, Call) and n.op in ("select", "lt", "le", "gt", "ge", "eq", "ne"):
+                ops.append(n.op)
+    return ops
+
+
+def check_same(raw, feed, rtol=1e-5):
+    s = simplify(raw)
+    assert isinstance(s.op, PolyOp)
+    np.testing.assert_allclose(pa.evaluate(s, feed), pa.evaluate(raw, feed), rtol=rtol, atol=1e-5)
+    return s
+
+
+def flatten_raw(shape, names="abcd"):
+    N, B, C, D = shape
+    H = pa.placeholder((N, B * C * D), name="H")
+
+    def body(a, b, c, d):
+        n = pa.reduce_axis((0, N), "n")
+        m = pa.reduce_axis((0, B * C * D), "m")
+        cond = (n == a) & (m // (C * D) == b) & ((m // D) % C == c) & (m % D == d)
+        return pa.sum(pa.select(cond, H[n, m], 0.0), axis=[n, m])
+
+    return H, pa.compute(shape, body, name="dX")
+
+
+def test_flatten_gradient_is_a_gather_without_reduction():
+    H, dX = flatten_raw((32, 100, 20, 25))
+    s = simplify(dX)
+    text = pa.show(s)
+    assert "  dX[a, b, c, d] = H[a, 500*b + 25*c + d]" in text.splitlines()
+    assert "where" not in text and "sum(" not in text
+    (st,) = s.op.statements
+    assert st.combiner is None and not st.red_vars
+    assert estimate(s).iterations == 32 * 100 * 20 * 25
+    assert estimate(s).flops == 0
+
+
+def test_flatten_values():
+    H, dX = flatten_raw((2, 3, 4, 5))
+    check_same(dX, {H: rand((2, 60))})
+
+
+def test_dense_gradients_keep_one_reduction():
+    N, K, M = 3, 4, 5
+    X, W = pa.placeholder((N, K), name="X"), pa.placeholder((M, K), name="W")
+    H = pa.placeholder((N, M), name="H")
+    dX = raw_grad((N, K), (N, M), (K,), lambda o, r: [((o[0], r[0]), None, H[o[0], o[1]] * W[o[1], r[0]])])
+    dW = raw_grad((M, K), (N, M), (K,), lambda o, r: [((o[1], r[0]), None, H[o[0], o[1]] * X[o[0], r[0]])], "dW")
+    dB = raw_grad((M,), (N, M), (), lambda o, r: [((o[1],), None, H[o[0], o[1]])], "dB")
+    feed = {X: rand((N, K), 1), W: rand((M, K), 2), H: rand((N, M), 3)}
+    for raw, red in ((dX, M), (dW, N), (dB, N)):
+        s = check_same(raw, feed)
+        (st,) = s.op.statements
+        assert len(st.red_vars) == 1 and st.red_vars[0].extent == red
+        assert selects_and_compares(s) == []
+    assert "dW[i0, i1] = sum(H[o0, i0]*X[o0, i1], axis=[o0 in [0, 3)])" in pa.show(simplify(dW))
+
+
+def test_strided_padded_conv_has_exact_bounds_and_no_guard():
+    n, c, f, h, k, st, p = 1, 2, 2, 11, 5, 3, 1
+    oh = out_size(h, k, st, 1, p)
+    H = pa.placeholder((n, f, oh, oh), name="H")
+    W = pa.placeholder((f, c, k, k), name="W")
+
+    def reads(o, r):
+        N_, F_, Y_, X_ = o
+        C_, RY, RX = r
+        iy, ix = st * Y_ + RY - p, st * X_ + RX - p
+        g = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < h)
+        return [((N_, C_, iy, ix), g, H[N_, F_, Y_, X_] * W[F_, C_, RY, RX])]
+
+    dX = raw_grad((n, c, h, h), (n, f, oh, oh), (c, k, k), reads)
+    s = check_same(dX, {H: rand((n, f, oh, oh)), W: rand((f, c, k, k))})
+    text = pa.show(s)
+    # the kernel offsets are solved (r = x - 3o + 1); o keeps exact bounds in the domain
+    assert "W[o1, i1, i2 - 3*o2 + 1, i3 - 3*o3 + 1]" in text
+    assert "3*o2 <= i2 + 1" in text and "i2 <= 3*o2 + 3" in text
+    assert selects_and_compares(s) == []
+    P = window_pairs(h, oh, k, st, 1, p)
+    assert estimate(s).flops == 2 * n * c * f * P * P
+
+
+def test_avg_pool_stride_equal_kernel_has_no_reduction():
+    n, c, h, k = 2, 2, 7, 2
+    oh = out_size(h, k, k)
+    H = pa.placeholder((n, c, oh, oh), name="H")
+    dX = raw_grad(
+        (n, c, h, h), (n, c, oh, oh), (k, k),
+        lambda o, r: [((o[0], o[1], k * o[2] + r[0], k * o[3] + r[1]), None, H[o[0], o[1], o[2], o[3]] * 0.25)],
+    )
+    s = check_same(dX, {H: rand((n, c, oh, oh))})
+    lines = pa.show(s).splitlines()
+    assert "  dX[i0, i1, i2, i3] = H[i0, i1, i2//2, i3//2]*0.25   where i3 <= 5 and i2 <= 5" in lines
+    # the last row/column (7 = 2*3 + 1) gets nothing: a zero-fill statement covers exactly it
+    z = [st for st in s.op.statements if st.name == "Z"]
+    assert len(z) == 1 and estimate(s).iterations == n * c * h * h
+
+
+def test_several_reads_become_accumulating_statements():
+    # Y[i] = X[i] + 2*X[n-1-i] + X[i//2]: three reads, overlapping projections
+    n = 7
+    H = pa.placeholder((n,), name="H")
+    dX = raw_grad(
+        (n,), (n,), (),
+        lambda o, r: [((o[0],), None, H[o[0]]), ((n - 1 - o[0],), None, H[o[0]] * 2.0), ((o[0] // 2,), None, H[o[0]])],
+    )
+    s = check_same(dX, {H: rand((n,))})
+    sts = s.op.statements
+    assert not sts[0].accumulate and any(st.accumulate for st in sts)
+    assert sum(1 for st in sts if st.name == "Z") == 0
+
+
+def test_data_dependent_index_falls_back_to_a_masked_sum():
+    # Y[i] = X[idx[i]] (take): the condition idx[i'] == j is not affine; it stays a guard
+    n, m = 5, 4
+    H = pa.placeholder((n,), name="H")
+    idx = pa.placeholder((n,), "int32", name="idx")
+    dX = raw_grad((m,), (n,), (), lambda o, r: [((idx[o[0]],), o[0] >= 1, H[o[0]])])
+    s = simplify(dX)
+    assert isinstance(s.op, PolyOp)
+    feed = {H: rand((n,)), idx: np.array([3, 0, 3, 1, 2], "int32")}
+    np.testing.assert_allclose(pa.evaluate(s, feed), pa.evaluate(dX, feed), rtol=1e-6)
+    # the affine guard o >= 1 went into the domain; the data-dependent one is kept as a select
+    assert sorted(selects_and_compares(s)) == ["eq", "select"]
+    assert estimate(s).iterations == m * (n - 1)
+
+
+def test_max_pool_routes_the_head_to_the_first_maximum():
+    n, c, h, k, st = 1, 2, 7, 3, 2
+    oh = out_size(h, k, st)
+    X = pa.placeholder((n, c, h, h), name="X")
+    H = pa.placeholder((n, c, oh, oh), name="H")
+    A = argmax_stage(X, (n, c, oh, oh), k, st)
+    dX = raw_grad(
+        (n, c, h, h), (n, c, oh, oh), (k, k),
+        lambda o, r: [((o[0], o[1], st * o[2] + r[0], st * o[3] + r[1]),
+                       A[o[0], o[1], o[2], o[3]] == r[0] * k + r[1], H[o[0], o[1], o[2], o[3]])],
+    )
+    x = rand((n, c, h, h))
+    x[0, 0, 0, 0] = x[0, 0, 0, 1] = x[0, 0, 1, 0] = 10.0  # ties: the first in window order wins
+    s = check_same(dX, {X: x, H: rand((n, c, oh, oh))})
+    # the only comparison left is with the window's argmax
+    assert sorted(selects_and_compares(s)) == ["eq", "select"]
+    P = window_pairs(h, oh, k, st)
+    g = simplify(dX)
+    assert estimate(g).stage("dX").flops == n * c * P * P * 2
+    assert estimate(g).stage("dX").iterations == n * c * P * P
+    # the whole gradient: argmax once per window element, plus O(window) per input element
+    assert estimate(g).iterations == n * c * oh * oh * k * k + n * c * P * P
+
+
+def test_softmax_gradient_through_the_max_is_linear():
+    # M[i] = max_k Z[i, k] through A = argmax; the raw adjoint of Z from dM is O(n^2) over (i', k')
+    N, K = 4, 6
+    Z = pa.placeholder((N, K), name="Z")
+    dM = pa.placeholder((N,), name="dM")
+    A = argmax_rows(Z)
+    raw = raw_grad((N, K), (N,), (K,), lambda o, r: [((o[0], r[0]), A[o[0]] == r[0], dM[o[0]])], name="dZ")
+    s = check_same(raw, {Z: rand((N, K)), dM: rand((N,))})
+    est = estimate(s).stage("dZ")
+    assert est.iterations == N * K and est.flops == N * K
+    assert estimate(raw).stage("dZ").iterations == N * K * N * K
+
+
+def test_stage_without_provable_structure_is_left_alone():
+    X = pa.placeholder((4, 5), name="X")
+    k = pa.reduce_axis((0, 5), "k")
+    T = pa.compute((4,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name="T")
+    M = pa.compute((4,), lambda i: pa.max(X[i, k], axis=k), name="M")
+    assert simplify(T) is T and simplify(M) is M
+    assert simplify([T, M]) == [T, M]
+
+
+def test_consumers_of_simplified_stages_are_rebuilt():
+    H, dX = flatten_raw((2, 3, 4, 5))
+    Y = pa.compute((2, 3, 4, 5), lambda a, b, c, d: dX[a, b, c, d] * 2.0, name="Y")
+    s = simplify(Y)
+    assert s is not Y and s.op.name == "Y"
+    assert isinstance(s.op.input_tensors[0].op, PolyOp)
+    h = rand((2, 60))
+    np.testing.assert_allclose(pa.evaluate(s, {H: h}), pa.evaluate(Y, {H: h}))
+    # untouched graphs come back as they were
+    X = pa.placeholder((3,), name="X")
+    Z = pa.compute((3,), lambda i: X[i] + 1.0, name="Z")
+    assert simplify(Z) is Z
+
+
+def test_simplify_is_memoised_and_fast():
+    H, dX = flatten_raw((32, 100, 20, 25))
+    t0 = time.perf_counter()
+    a = simplify(dX)
+    t1 = time.perf_counter()
+    b = simplify(dX)
+    t2 = time.perf_counter()
+    assert a.op is b.op
+    assert t1 - t0 < 1.0 and t2 - t1 < 0.01
+
+
+def test_bad_input():
+    with pytest.raises(pa.PolyadError):
+        simplify("not a tensor")
