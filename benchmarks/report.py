@@ -61,12 +61,16 @@ def markdown(result):
         "",
         f"Machine: {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, {m.get('platform', '?')}; "
         f"OpenCL: {m.get('opencl', '?')}; numpy {m.get('numpy', '?')}; torch {m.get('torch', '?')}.",
-        f"Options: schedules {' '.join(o['schedules'])}, batch {o['batch'] or 'as in WORKLOADS.md'}, "
+        f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
+        f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
         f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement.",
         "",
         "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
         "|" + "|".join("---" if k in ("workload", "schedule") else "---:" for k, _, _ in COLUMNS) + "|",
     ]
+    if o.get("backend", "opencl") != "opencl":
+        lines[-2:-2] = [f"**polyad columns ran on the {o['backend']} backend (numpy interpreter), not OpenCL: "
+                        "their errors are meaningful, their times are not polyad's.**", ""]
     notes, reasons = [], {}
     for row in result["rows"]:
         cells = []

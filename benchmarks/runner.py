@@ -136,10 +136,37 @@ def rel_error(got, ref):
 
 # ----------------------------------------------------------------------------- columns
 
-def _polyad_api():
+def _polyad_api(backend="opencl"):
+    """What the polyad columns call: pa itself, or pa with build() replaced by the numpy oracle."""
     import polyad as pa
 
-    return pa
+    if backend == "opencl":
+        return pa
+    if backend == "evaluate":
+        from types import SimpleNamespace
+
+        return SimpleNamespace(placeholder=pa.placeholder, differentiate=pa.differentiate, build=EvaluateModule)
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+class EvaluateModule:
+    """A Module look-alike over pa.evaluate (``--backend evaluate``).
+
+    It checks gradients (the error columns) on the real workloads without
+    OpenCL; its times are the numpy interpreter's, not polyad's kernels.
+    """
+
+    def __init__(self, outputs, inputs, schedule="naive"):
+        self.outputs, self.inputs, self.schedule = list(outputs), list(inputs), schedule
+
+    def __call__(self, *arrays):
+        import polyad as pa
+
+        out = pa.evaluate(self.outputs, dict(zip(self.inputs, arrays)))
+        return out[0] if len(self.outputs) == 1 else out
+
+    def time(self, *arrays, repeat=1):
+        return wall_clock(lambda: self(*arrays))(repeat)
 
 
 def _args_for(outputs, arrays):
@@ -353,7 +380,7 @@ def run(opts, api=None, log=None):
     from .workloads import WORKLOADS
 
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
-    api = api or _polyad_api()
+    api = api or _polyad_api(getattr(opts, "backend", "opencl"))
     rows = []
     for name in opts.workloads:
         t0 = time.perf_counter()
@@ -361,7 +388,7 @@ def run(opts, api=None, log=None):
         rows += run_workload(name, case, opts, api, log)
         log(f"{name:>16}: {time.perf_counter() - t0:.1f} s")
     options = {k: v for k, v in vars(opts).items() if k in (
-        "workloads", "schedules", "batch", "repeat", "time_budget", "seed", "torch")}
+        "workloads", "schedules", "batch", "repeat", "time_budget", "seed", "torch", "backend")}
     return {"machine": machine_info(), "options": options, "rows": rows}
 
 
@@ -386,6 +413,9 @@ def add_arguments(p):
                    "for the published table)")
     p.add_argument("--time-budget", type=float, default=30.0,
                    help="seconds one measurement may take; fewer runs beyond it, said in the cell (default 30)")
+    p.add_argument("--backend", choices=["opencl", "evaluate"], default="opencl",
+                   help="opencl: pa.build (default); evaluate: pa.evaluate stands in for pa.build, to check the "
+                        "error columns without OpenCL (its times are not polyad's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-torch", dest="torch", action="store_false", help="skip the PyTorch column")
     p.add_argument("--no-plot", dest="plot", action="store_false", help="skip the matplotlib bar chart")

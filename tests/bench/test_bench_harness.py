@@ -14,31 +14,7 @@ from benchmarks import report, runner, workloads as wl
 from benchmarks.runner import Cell
 
 
-class EvalModule:
-    """A stand-in for a built Module (pa.evaluate underneath): same call and time() interface."""
-
-    builds = 0
-
-    def __init__(self, outputs, inputs, schedule):
-        EvalModule.builds += 1
-        self.outputs, self.inputs, self.schedule = outputs, inputs, schedule
-
-    def __call__(self, *arrays):
-        out = pa.evaluate(self.outputs, dict(zip(self.inputs, arrays)))
-        return out[0] if len(self.outputs) == 1 else out
-
-    def time(self, *arrays, repeat=1):
-        import time
-
-        out = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            self(*arrays)
-            out.append(time.perf_counter() - t0)
-        return out
-
-
-def _api(build=EvalModule, differentiate=None):
+def _api(build=runner.EvaluateModule, differentiate=None):
     return SimpleNamespace(placeholder=pa.placeholder, build=build,
                            differentiate=differentiate or pa.differentiate)
 
@@ -207,3 +183,14 @@ def test_cli_bench_writes_the_table(tmp_path, capsys):
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".md"]
     with pytest.raises(SystemExit):
         polyad_main(["bench", "--workloads", "no_such_workload"])
+
+
+def test_evaluate_backend_fills_the_error_columns(tmp_path, capsys):
+    rc = runner.main(["--workloads", "dense", "--batch", "1", "--repeat", "1", "--no-torch", "--no-plot",
+                      "--backend", "evaluate", "--out", str(tmp_path)])
+    assert rc == 0
+    (js,) = tmp_path.glob("*.json")
+    (row,) = json.loads(js.read_text())["rows"]
+    assert row["hand_err"]["value"] < 1e-5 and row["hand_ms"]["value"] > 0
+    assert row["err"]["na"] or row["err"]["value"] < 1e-5  # autodiff: a number once it runs
+    assert "backend evaluate" in capsys.readouterr().out
