@@ -1,0 +1,86 @@
+"""Lowering a ModuleTree to one isl AST per kernel.
+
+For each ``kernel`` mark of the tree, the ``grid`` band below it is removed
+and its members become parameters ``gid0, gid1, ...`` (one per NDRange
+dimension): the statement domains are intersected with ``grid(x) = gid``, and
+the isl AST generator builds the code of one work-item, with exact loop
+bounds and guards derived from the domains.  The NDRange is the bounding box
+of the grid band's image (isl ``dim_min``/``dim_max``); work-items of the box
+outside the image do nothing (the AST guards them).
+"""
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .tree import GRID_MARK, KERNEL_MARK
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredKernel:
+    spec: object  # tree.KernelSpec
+    ast: object  # isl.AstNode of one work-item
+    grid_params: tuple  # names of the parameters bound to the NDRange, outermost first
+    grid_box: tuple  # (lo, size) per grid dim, outermost first
+
+
+def kernel_nodes(schedule):
+    """The ``kernel`` mark nodes of a schedule, in tree (execution) order."""
+    found = []
+
+    def visit(node):
+        if node.get_type() == isl.schedule_node_type.mark:
+            name = node.mark_get_id().get_name()
+            if name.startswith(KERNEL_MARK):
+                found.append((name[len(KERNEL_MARK):], node))
+                return
+        for i in range(node.n_children()):
+            visit(node.child(i))
+
+    visit(schedule.get_root())
+    return found
+
+
+def _const_of(pw):
+    """The integer value of a constant, parameter-free PwAff."""
+    vals = []
+    pw.foreach_piece(lambda s, aff: vals.append(aff.get_constant_val().to_python()))
+    if len(vals) != 1:
+        raise ValueError(f"the grid bound {pw} is not a single constant")
+    return int(vals[0])
+
+
+def lower_kernel(spec, node):
+    """The LoweredKernel of the kernel mark ``node``."""
+    domain = node.get_domain()
+    grid_mark = node.child(0)
+    if grid_mark.get_type() != isl.schedule_node_type.mark or grid_mark.mark_get_id().get_name() != GRID_MARK:
+        raise ValueError(f"kernel {spec.name}: no grid mark below the kernel mark")
+    band = grid_mark.child(0)
+    n = band.band_n_member() if band.get_type() == isl.schedule_node_type.band else 0
+    rest = grid_mark.delete()
+    if n == 0:
+        sched = rest.get_schedule().intersect_domain(domain)
+        return LoweredKernel(spec, isl.AstBuild.from_context(isl.Set("{ : }")).node_from_schedule(sched), (), ())
+    grid = band.band_get_partial_schedule_union_map().intersect_domain(domain)
+    rest = rest.delete()
+    params = tuple(f"gid{d}" for d in range(n))
+    image = isl.Set.from_union_set(grid.range())
+    box = []
+    for d in range(n):
+        lo, hi = _const_of(image.dim_min(d)), _const_of(image.dim_max(d))
+        box.append((lo, hi - lo + 1))
+    dims = ", ".join(f"a{d}" for d in range(n))
+    eqs = " and ".join(f"a{d} = {p}" for d, p in enumerate(params))
+    bind = isl.UnionSet(isl.Set(f"[{', '.join(params)}] -> {{ [{dims}] : {eqs} }}"))
+    inst = grid.intersect_range(bind).domain()
+    sched = rest.get_schedule().intersect_domain(inst)
+    cons = " and ".join(f"{lo} <= {p} < {lo + size}" for p, (lo, size) in zip(params, box))
+    context = isl.Set(f"[{', '.join(params)}] -> {{ : {cons} }}")
+    ast = isl.AstBuild.from_context(context).node_from_schedule(sched)
+    return LoweredKernel(spec, ast, params, tuple(box))
+
+
+def lower(tree):
+    """One LoweredKernel per kernel mark of ``tree`` (a ModuleTree), in execution order."""
+    return [lower_kernel(tree.kernel(name), node) for name, node in kernel_nodes(tree.schedule)]

@@ -1,0 +1,486 @@
+"""OpenCL C from lowered kernels (isl ASTs) and TE expressions, through cgen.
+
+* Loops, guards and statement arguments come from the isl AST unchanged:
+  exact bounds, no selects over rectangular domains.
+* Statement bodies are TE expressions.  Shared subexpressions are emitted once
+  as ``const`` temporaries, but only where evaluating them unconditionally is
+  safe (a read under a false ``select`` branch may be out of bounds, so it
+  stays inline, as the numpy oracle allows).
+* Integer ``//`` and ``%`` floor (helpers; C's operators truncate), float
+  min/max propagate NaN (as numpy), ``round`` is ``rint`` (half to even), and
+  products-plus-sums are printed as ``a * b + c`` (never ``fma()``, a slow
+  library call on PoCL; the compiler contracts or uses ``mad``).
+* Index arithmetic is ``int`` unless a buffer or a loop exceeds 2^31 - 1
+  elements; then every index (and every int32 computation) is ``long``.
+"""
+
+import math
+
+import cgen as c
+import cgen.opencl as cl
+import islpy as isl
+
+from ..te import dtype as dt
+from ..te.expr import Call, Const, Load, Var
+from ..te.visit import post_order
+from ..poly.stage import dim_names
+from .tree import c_identifier
+
+STORAGE = {"float32": "float", "float64": "double", "int32": "int", "int64": "long", "bool": "uchar"}
+_INT32_MAX = 2**31 - 1
+
+
+class _RestrictPointer(c.Pointer):
+    """``T *restrict name`` (cgen's RestrictPointer spells the GNU ``__restrict__``)."""
+
+    def get_decl_pair(self):
+        sub_tp, sub_decl = self.subdecl.get_decl_pair()
+        return sub_tp, f"*restrict {sub_decl}"
+
+
+# -- helper functions, emitted only when used -------------------------------------------------
+def _helper_source(name):
+    kind, _, suffix = name[3:].rpartition("_")
+    t = {"i32": "int", "i64": "long", "f32": "float", "f64": "double"}[suffix]
+    u = {"int": "uint", "long": "ulong"}.get(t)
+    if kind == "floordiv":
+        return (
+            f"static inline {t} {name}({t} a, {t} b) {{\n"
+            f"  if (b == 0) return 0;\n"
+            f"  if (b == -1) return ({t})(({u})0 - ({u})a);\n"
+            f"  {t} q = a / b;\n"
+            f"  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}}"
+        )
+    if kind == "floormod":
+        return (
+            f"static inline {t} {name}({t} a, {t} b) {{\n"
+            f"  if (b == 0 || b == -1) return 0;\n"
+            f"  {t} r = a % b;\n"
+            f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}"
+        )
+    if kind == "ipow":
+        return (
+            f"static inline {t} {name}({t} a, {t} b) {{\n"
+            f"  if (b < 0) return (a == 1) ? 1 : ((a == -1) ? ((b & 1) ? -1 : 1) : 0);\n"
+            f"  {t} r = 1;\n"
+            f"  while (b) {{ if (b & 1) r *= a; a *= a; b >>= 1; }}\n"
+            f"  return r;\n}}"
+        )
+    if kind == "fmax":
+        return f"static inline {t} {name}({t} a, {t} b) {{ return (a > b || isnan(a)) ? a : b; }}"
+    if kind == "fmin":
+        return f"static inline {t} {name}({t} a, {t} b) {{ return (a < b || isnan(a)) ? a : b; }}"
+    raise KeyError(name)
+
+
+_SUFFIX = {"int": "i32", "long": "i64", "float": "f32", "double": "f64"}
+
+
+class Context:
+    """What one generated program shares: index width, helpers used, fp64."""
+
+    def __init__(self, wide):
+        self.wide = wide
+        self.idx = "long" if wide else "int"
+        self.helpers = []
+        self.fp64 = False
+
+    def helper(self, kind, ctype):
+        name = f"pa_{kind}_{_SUFFIX[ctype]}"
+        if name not in self.helpers:
+            self.helpers.append(name)
+        return name
+
+    def ctype(self, dtype):
+        """The C type expressions of ``dtype`` are computed in."""
+        if dtype == "float64":
+            self.fp64 = True
+        if dtype == "bool":
+            return "bool"
+        if dtype == "int32" and self.wide:
+            return "long"
+        return STORAGE[dtype]
+
+    def int_lit(self, v, ctype=None):
+        ctype = ctype or self.idx
+        v = int(v)
+        if ctype == "long":
+            return f"({v + 1}L - 1L)" if v == -(2**63) else f"{v}L"
+        if v == -(2**31):
+            return "(-2147483647 - 1)"
+        return str(v)
+
+    def lit(self, value, dtype):
+        if dtype == "bool":
+            return "true" if value else "false"
+        ct = self.ctype(dtype)
+        if dt.is_int(dtype):
+            return self.int_lit(value, ct)
+        v = float(value)
+        if math.isnan(v):
+            return "NAN" if ct == "float" else "(double)NAN"
+        if math.isinf(v):
+            s = "INFINITY" if ct == "float" else "(double)INFINITY"
+            return s if v > 0 else f"(-{s})"
+        r = repr(v)
+        r = r if v >= 0 else f"({r}"
+        return r + ("f" if ct == "float" else "") + (")" if v < 0 else "")
+
+
+# -- TE expressions -> C -------------------------------------------------------------------------
+_INFIX = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+    "eq": "==", "ne": "!=", "and": "&&", "or": "||", "shl": "<<", "shr": ">>",
+}
+_MATH = {
+    "exp": "exp", "log": "log", "log2": "log2", "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt",
+    "tanh": "tanh", "sin": "sin", "cos": "cos", "erf": "erf", "floor": "floor", "ceil": "ceil",
+    "round": "rint", "trunc": "trunc",
+}
+# the operands evaluated only under a condition: (op, argument positions)
+_CONDITIONAL = {"select": (1, 2), "and": (1,), "or": (1,)}
+
+
+def flat_index(ctx, indices, shape):
+    """Row-major flat index of ``indices`` (C strings) into a tensor of ``shape``."""
+    if not indices:
+        return "0"
+    s = indices[0]
+    for ix, n in zip(indices[1:], shape[1:]):
+        s = f"({s}) * {ctx.int_lit(n)} + {ix}" if not _atomic(s) else f"{s} * {ctx.int_lit(n)} + {ix}"
+    return s
+
+
+def _atomic(s):
+    return s.replace("_", "").isalnum() or (s.startswith("(") and _balanced_outer(s))
+
+
+def _balanced_outer(s):
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i != len(s) - 1:
+            return False
+    return s.endswith(")")
+
+
+class ExprPrinter:
+    """Prints TE expressions of one statement block, with names for vars and tensors."""
+
+    def __init__(self, ctx, var_names, tensor_names, temp_prefix="t"):
+        self.ctx = ctx
+        self.var_names = var_names  # id(Var) -> C expression
+        self.tensor_names = tensor_names  # id(Tensor) -> C name
+        self.temp_prefix = temp_prefix
+        self.n_temps = 0
+
+    def emit(self, roots):
+        """(declaration lines, one C expression per root); shared safe subexpressions become temps."""
+        nodes = post_order(tuple(roots))
+        uses = {}
+        for r in roots:
+            uses[id(r)] = uses.get(id(r), 0) + 1
+        for nd in nodes:
+            for ch in nd.children():
+                uses[id(ch)] = uses.get(id(ch), 0) + 1
+        # nodes every evaluation of the roots computes anyway: hoisting them is safe
+        uncond, stack = set(), list(roots)
+        while stack:
+            nd = stack.pop()
+            if id(nd) in uncond:
+                continue
+            uncond.add(id(nd))
+            skip = _CONDITIONAL.get(nd.op, ()) if isinstance(nd, Call) else ()
+            stack.extend(ch for i, ch in enumerate(nd.children()) if i not in skip)
+        has_load = {}
+        text, lines = {}, []
+        for nd in nodes:
+            has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
+            s = self._node(nd, [text[id(ch)] for ch in nd.children()])
+            shared = uses.get(id(nd), 0) > 1 and isinstance(nd, (Call, Load))
+            if shared and (id(nd) in uncond or not has_load[id(nd)]):
+                name = f"{self.temp_prefix}{self.n_temps}"
+                self.n_temps += 1
+                lines.append(f"const {self.ctx.ctype(nd.dtype)} {name} = {_strip(s)}")
+                s = name
+            text[id(nd)] = s
+        return lines, [text[id(r)] for r in roots]
+
+    def _node(self, e, a):
+        ctx = self.ctx
+        if isinstance(e, Const):
+            return ctx.lit(e.value, e.dtype)
+        if isinstance(e, Var):
+            try:
+                return self.var_names[id(e)]
+            except KeyError:
+                raise ValueError(f"variable {e.name!r} has no value in this statement") from None
+        if isinstance(e, Load):
+            t = e.tensor
+            s = f"{self.tensor_names[id(t)]}[{flat_index(ctx, [_strip(x) for x in a], t.shape)}]"
+            return f"({s} != 0)" if t.dtype == "bool" else s
+        op, args = e.op, e.args
+        ct = ctx.ctype(e.dtype)
+        at = ctx.ctype(args[0].dtype) if args else ct
+        if op in ("floordiv", "floormod"):
+            if dt.is_float(e.dtype):
+                q = f"floor({a[0]} / {a[1]})"
+                return q if op == "floordiv" else f"({a[0]} - {q} * {a[1]})"
+            return f"{ctx.helper(op, ct)}({_strip(a[0])}, {_strip(a[1])})"
+        if op in _INFIX:
+            return f"({a[0]} {_INFIX[op]} {a[1]})"
+        if op in ("min", "max"):
+            if dt.is_float(e.dtype):
+                return f"{ctx.helper('f' + op, ct)}({_strip(a[0])}, {_strip(a[1])})"
+            return f"{op}({_strip(a[0])}, {_strip(a[1])})"
+        if op == "pow":
+            if dt.is_float(e.dtype):
+                return f"pow({_strip(a[0])}, {_strip(a[1])})"
+            return f"{ctx.helper('ipow', ct)}({_strip(a[0])}, {_strip(a[1])})"
+        if op in _MATH:
+            return f"{_MATH[op]}({_strip(a[0])})"
+        if op == "sigmoid":
+            one = ctx.lit(1.0, e.dtype)
+            return f"({one} / ({one} + exp(-{a[0]})))"
+        if op == "not":
+            return f"(!{a[0]})"
+        if op == "neg":
+            return f"(-{a[0]})"
+        if op == "abs":
+            return f"fabs({_strip(a[0])})" if dt.is_float(e.dtype) else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
+        if op == "sign":
+            one, zero = ctx.lit(1, e.dtype), ctx.lit(0, e.dtype)
+            return f"({a[0]} > {zero} ? {one} : ({a[0]} < {zero} ? -{one} : {a[0]}))"
+        if op == "select":
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if op == "cast":
+            src = args[0].dtype
+            if e.dtype == "bool":
+                return f"({a[0]} != {ctx.lit(0, src)})"
+            if src == "bool" or ct != at:
+                return f"(({ct}){a[0]})"
+            return a[0]
+        raise ValueError(f"no OpenCL form for the operator {op!r}")
+
+
+def _strip(s):
+    """Drop one pair of redundant outer parentheses."""
+    return s[1:-1] if s.startswith("(") and _balanced_outer(s) else s
+
+
+# -- isl AST expressions -> C ------------------------------------------------------------------
+_AST_INFIX = {
+    isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
+    isl.ast_expr_op_type.div: "/", isl.ast_expr_op_type.pdiv_q: "/", isl.ast_expr_op_type.pdiv_r: "%",
+    isl.ast_expr_op_type.zdiv_r: "%", isl.ast_expr_op_type.and_: "&&", isl.ast_expr_op_type.and_then: "&&",
+    isl.ast_expr_op_type.or_: "||", isl.ast_expr_op_type.or_else: "||", isl.ast_expr_op_type.eq: "==",
+    isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<", isl.ast_expr_op_type.ge: ">=",
+    isl.ast_expr_op_type.gt: ">",
+}
+
+
+def ast_expr(ctx, e):
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return e.get_id().get_name()
+    if t == isl.ast_expr_type.int:
+        return ctx.int_lit(e.get_val().to_python())
+    op = e.get_op_type()
+    args = [ast_expr(ctx, e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
+    if op in _AST_INFIX:
+        return f"({args[0]} {_AST_INFIX[op]} {args[1]})"
+    if op == isl.ast_expr_op_type.minus:
+        return f"(-{args[0]})"
+    if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
+        fn = "min" if op == isl.ast_expr_op_type.min else "max"
+        s = args[0]
+        for x in args[1:]:
+            s = f"{fn}({_strip(s)}, {_strip(x)})"
+        return s
+    if op == isl.ast_expr_op_type.fdiv_q:
+        return f"{ctx.helper('floordiv', ctx.idx)}({_strip(args[0])}, {_strip(args[1])})"
+    if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+        return f"({args[0]} ? {args[1]} : {args[2]})"
+    raise ValueError(f"unsupported isl AST expression {e.to_C_str()}")
+
+
+# -- kernels -----------------------------------------------------------------------------------
+class KernelWriter:
+    """Writes one kernel: signature, NDRange binding, the AST with statement bodies."""
+
+    def __init__(self, ctx, lk, tensor_names, statements):
+        self.ctx = ctx
+        self.lk = lk
+        self.spec = lk.spec
+        self.tensor_names = tensor_names  # id(Tensor) -> C name (module-wide, unique)
+        self.statements = statements  # isl name -> IslStatement
+        op = self.spec.stage
+        self.outputs = op.outputs
+        reads, seen = [], {id(t) for t in self.outputs}
+        for st in self.spec.statements:
+            for t in _reads(st.values):
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    reads.append(t)
+        self.reads = reads
+        used = set(tensor_names.values()) | set(lk.grid_params)
+        self.acc = {}
+        for si, st in enumerate(self.spec.statements):
+            if st.combiner is not None:
+                self.acc[si] = [f"acc{si}_{i}" for i in range(len(st.values))]
+        # statement variables keep their names where they do not clash
+        self.var_names = {}
+        for st in self.spec.statements:
+            local = set(used)
+            self.var_names[id(st)] = {
+                id(v): c_identifier(nm, local) for v, nm in zip(st.vars, dim_names(st.vars))
+            }
+
+    @property
+    def args(self):
+        """The tensors passed to the kernel, in argument order (reads first, then outputs)."""
+        return list(self.reads) + list(self.outputs)
+
+    def generate(self):
+        ctx = self.ctx
+        params = []
+        for t in self.reads:
+            params.append(cl.CLGlobal(c.Const(_RestrictPointer(c.Value(STORAGE[t.dtype], self.tensor_names[id(t)])))))
+        for t in self.outputs:
+            params.append(cl.CLGlobal(_RestrictPointer(c.Value(STORAGE[t.dtype], self.tensor_names[id(t)]))))
+        body = []
+        n = len(self.lk.grid_params)
+        for d, (p, (lo, _)) in enumerate(zip(self.lk.grid_params, self.lk.grid_box)):
+            gid = f"({ctx.idx})get_global_id({n - 1 - d})"
+            body.append(c.Initializer(c.Const(c.Value(ctx.idx, p)), gid if lo == 0 else f"{gid} + {ctx.int_lit(lo)}"))
+        for si, names in self.acc.items():
+            st = self.spec.statements[si]
+            for nm, v in zip(names, st.values):
+                body.append(c.Statement(f"{ctx.ctype(v.dtype)} {nm}"))
+        body.append(self.node(self.lk.ast))
+        decl = cl.CLKernel(c.FunctionDeclaration(c.Value("void", self.spec.name), params))
+        return c.FunctionBody(decl, c.Block(body))
+
+    # isl AST nodes
+    def node(self, nd):
+        t = nd.get_type()
+        ctx = self.ctx
+        if t == isl.ast_node_type.block:
+            lst = nd.block_get_children()
+            return c.Block([self.node(lst.get_at(i)) for i in range(lst.n_ast_node())])
+        if t == isl.ast_node_type.for_:
+            it = nd.for_get_iterator().get_id().get_name()
+            init = _strip(ast_expr(ctx, nd.for_get_init()))
+            body = self.node(nd.for_get_body())
+            if nd.for_is_degenerate():
+                return c.Block([c.Initializer(c.Const(c.Value(ctx.idx, it)), init), body])
+            cond = _strip(ast_expr(ctx, nd.for_get_cond()))
+            inc = _strip(ast_expr(ctx, nd.for_get_inc()))
+            return c.For(f"{ctx.idx} {it} = {init}", cond, f"{it} += {inc}", _as_block(body))
+        if t == isl.ast_node_type.if_:
+            cond = _strip(ast_expr(ctx, nd.if_get_cond()))
+            then = _as_block(self.node(nd.if_get_then_node()))
+            other = _as_block(self.node(nd.if_get_else_node())) if nd.if_has_else_node() else None
+            return c.If(cond, then, other)
+        if t == isl.ast_node_type.mark:
+            return c.Block([c.LineComment(nd.mark_get_id().get_name()), self.node(nd.mark_get_node())])
+        if t == isl.ast_node_type.user:
+            return self.user(nd.user_get_expr())
+        raise ValueError(f"unsupported isl AST node {t}")
+
+    def user(self, call):
+        ctx = self.ctx
+        name = call.get_op_arg(0).get_id().get_name()
+        ist = self.statements[name]
+        st = ist.stmt
+        args = [_strip(ast_expr(ctx, call.get_op_arg(i))) for i in range(1, call.get_op_n_arg())]
+        vnames = self.var_names[id(st)]
+        lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(st.vars, args)]
+        env = {id(v): vnames[id(v)] for v in st.vars[: len(args)]}
+        out_ix = flat_index(ctx, [vnames[id(v)] for v in st.out_vars], self.spec.stage.shape)
+        stores = [f"{self.tensor_names[id(t)]}[{out_ix}]" for t in self.outputs]
+        printer = ExprPrinter(ctx, env, self.tensor_names)
+        if ist.role == "assign":
+            decls, vals = printer.emit(st.values)
+            lines += [c.Statement(d) for d in decls]
+            lines += [c.Statement(f"{s} = {_store(v, t)}") for s, v, t in zip(stores, vals, self.outputs)]
+        elif ist.role == "init":
+            accs = self.acc[ist.index]
+            if st.accumulate:
+                lines += [c.Statement(f"{a} = {_load(s, t)}") for a, s, t in zip(accs, stores, self.outputs)]
+            else:
+                lines += [c.Statement(f"{a} = {ctx.lit(i.value, i.dtype)}") for a, i in zip(accs, st.combiner.identity)]
+        elif ist.role == "final":
+            accs = self.acc[ist.index]
+            lines += [c.Statement(f"{s} = {_store(a, t)}") for s, a, t in zip(stores, accs, self.outputs)]
+        else:
+            lines += self._update(st, ist.index, printer)
+        return c.Block(lines)
+
+    def _update(self, st, si, printer):
+        ctx = self.ctx
+        accs, comb = self.acc[si], st.combiner
+        decls, vals = printer.emit(st.values)
+        lines = [c.Statement(d) for d in decls]
+        env = {id(x): a for x, a in zip(comb.lhs, accs)}
+        for k, (y, v) in enumerate(zip(comb.rhs, vals)):
+            if _atomic(v) and not v.startswith("("):
+                env[id(y)] = v
+            else:
+                lines.append(c.Statement(f"const {ctx.ctype(y.dtype)} y{k} = {_strip(v)}"))
+                env[id(y)] = f"y{k}"
+        rp = ExprPrinter(ctx, env, self.tensor_names, temp_prefix="r")
+        rdecls, res = rp.emit(comb.result)
+        lines += [c.Statement(d) for d in rdecls]
+        if len(accs) == 1:
+            lines.append(c.Statement(f"{accs[0]} = {_strip(res[0])}"))
+        else:  # a tuple reduction updates all accumulators from the old values
+            for k, (r, x) in enumerate(zip(res, comb.lhs)):
+                lines.append(c.Statement(f"const {ctx.ctype(x.dtype)} n{k} = {_strip(r)}"))
+            lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
+        return lines
+
+
+def _as_block(node):
+    return node if isinstance(node, c.Block) else c.Block([node])
+
+
+def _store(value, tensor):
+    return f"(uchar)({_strip(value)})" if tensor.dtype == "bool" else _strip(value)
+
+
+def _load(ref, tensor):
+    return f"({ref} != 0)" if tensor.dtype == "bool" else ref
+
+
+def _reads(values):
+    seen, out = set(), []
+    for nd in post_order(tuple(values)):
+        if isinstance(nd, Load) and id(nd.tensor) not in seen:
+            seen.add(id(nd.tensor))
+            out.append(nd.tensor)
+    return out
+
+
+def needs_wide_index(tensors, statements):
+    """True when a buffer or a statement variable's range leaves the int32 range."""
+    for t in tensors:
+        if t.size > _INT32_MAX:
+            return True
+    for st in statements:
+        for v in st.vars:
+            if abs(v.lo) > _INT32_MAX or abs(v.lo + v.extent) > _INT32_MAX:
+                return True
+    return False
+
+
+def program_source(ctx, kernel_sources):
+    """The whole program: pragmas, the helpers used, the kernels."""
+    head = ["// generated by polyad"]
+    if ctx.fp64:
+        head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    parts = ["\n".join(head)]
+    parts += [_helper_source(h) for h in ctx.helpers]
+    parts += [str(k) for k in kernel_sources]
+    return "\n\n".join(parts) + "\n"

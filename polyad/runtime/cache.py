@@ -1,0 +1,148 @@
+"""Compiled OpenCL programs, cached in memory and on disk.
+
+The key is a hash of the source, the device (platform, name, driver versions)
+and the build options.  On disk (``$POLYAD_CACHE_DIR``, default
+``<user cache dir>/polyad/kernels``) an entry is the program binary behind a
+header with its SHA-256, written atomically: a truncated, corrupt or
+unloadable entry is detected, reported with a warning and rebuilt from source.
+An unwritable cache directory only costs a warning.  ``STATS`` counts
+compilations and hits (tests use it to prove a warm process compiles nothing).
+"""
+
+import hashlib
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+
+from ..errors import BuildError
+from .device import device_key, device_state
+
+_MAGIC = b"POLYAD-CL-BINARY-1\n"
+_FORMAT = "1"  # bump when the entry layout or the code generator's ABI changes
+
+
+@dataclass
+class Stats:
+    compiles: int = 0  # programs compiled from source
+    disk_hits: int = 0  # programs loaded from a disk entry
+    memory_hits: int = 0  # programs found in this process's memory cache
+    corrupt: int = 0  # disk entries found unusable and rebuilt
+
+    def reset(self):
+        self.compiles = self.disk_hits = self.memory_hits = self.corrupt = 0
+
+
+STATS = Stats()
+_MEMORY = {}
+
+
+def cache_dir():
+    """The directory of the disk cache ($POLYAD_CACHE_DIR, else under the user cache dir)."""
+    d = os.environ.get("POLYAD_CACHE_DIR")
+    if d:
+        return d
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("polyad"), "kernels")
+
+
+def cache_key(source, device, options):
+    h = hashlib.sha256()
+    for part in (_FORMAT, source, device_key(device), " ".join(options)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def get_program(source, device, options=()):
+    """A built ``pyopencl.Program`` of ``source`` for ``device``, from the caches when possible."""
+    import pyopencl as cl
+
+    options = tuple(options)
+    key = cache_key(source, device, options)
+    prg = _MEMORY.get(key)
+    if prg is not None:
+        STATS.memory_hits += 1
+        return prg
+    ctx = device_state(device).context
+    path = os.path.join(cache_dir(), key[:2], key + ".bin")
+    prg = _load(path, ctx, device, options, cl)
+    if prg is None:
+        prg = compile_source(source, ctx, device, options)
+        _store(path, prg, cl)
+    _MEMORY[key] = prg
+    return prg
+
+
+def compile_source(source, ctx, device, options=()):
+    """Compile ``source``; BuildError with the source and the compiler log on failure."""
+    import pyopencl as cl
+
+    STATS.compiles += 1
+    prg = cl.Program(ctx, source)
+    try:
+        return prg.build(options=list(options), devices=[device])
+    except (cl.RuntimeError, cl.Error) as e:
+        try:
+            log = prg.get_build_info(device, cl.program_build_info.LOG)
+        except Exception:  # noqa: BLE001 - the log is in the message then
+            log = str(e)
+        log = log if log and log.strip() else str(e)
+        numbered = "\n".join(f"{i + 1:4d}  {line}" for i, line in enumerate(source.splitlines()))
+        raise BuildError(
+            f"OpenCL build failed on {device.name.strip()}:\n{log.strip()}\n\nsource:\n{numbered}",
+            source=source,
+            log=log,
+        ) from None
+
+
+def _load(path, ctx, device, options, cl):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return _corrupt(path, f"unreadable ({e})")
+    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 32:
+        return _corrupt(path, "not a polyad cache entry")
+    digest, binary = data[len(_MAGIC): len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
+    if hashlib.sha256(binary).digest() != digest or not binary:
+        return _corrupt(path, "checksum mismatch (truncated or corrupt)")
+    try:
+        prg = cl.Program(ctx, [device], [binary]).build(options=list(options), devices=[device])
+    except Exception as e:  # noqa: BLE001 - any failure to load means: rebuild
+        return _corrupt(path, f"the device rejected the binary ({str(e).strip()[:200]})")
+    STATS.disk_hits += 1
+    return prg
+
+
+def _corrupt(path, why):
+    STATS.corrupt += 1
+    warnings.warn(f"polyad kernel cache entry {path} is {why}; rebuilding it", RuntimeWarning, stacklevel=4)
+    return None
+
+
+def _store(path, prg, cl):
+    try:
+        binaries = prg.get_info(cl.program_info.BINARIES)
+        binary = bytes(binaries[0]) if binaries else b""
+        if not binary:
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + hashlib.sha256(binary).digest() + binary)
+            os.replace(tmp, path)  # atomic: readers never see a partial entry
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as e:
+        warnings.warn(f"polyad kernel cache: cannot write {path} ({e}); continuing without it", RuntimeWarning, stacklevel=3)
+
+
+def clear_memory():
+    """Forget the programs of this process (the disk cache stays)."""
+    _MEMORY.clear()

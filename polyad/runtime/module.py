@@ -1,0 +1,194 @@
+"""The compiled Module: numpy in, numpy out; or device buffers without host copies."""
+
+import time
+
+import numpy as np
+
+from ..errors import ArityError, DeviceError, DtypeError, PolyadError, ShapeError
+from .cache import get_program
+from .device import device_state, supports_fp64
+
+BUILD_OPTIONS = ()
+
+
+class Module:
+    """The kernels of one build, in one OpenCL program, ready to run on one device.
+
+    ``mod(*arrays)`` runs on numpy arrays (the build's inputs, in order) and
+    returns one array for a single output tensor, else a list.
+    ``mod.run(*buffers)`` takes device buffers (inputs then outputs) and copies
+    nothing to or from the host.  ``mod.time(*arrays, repeat=)`` times runs.
+    ``mod.source`` is the OpenCL C.  Intermediate buffers are allocated once,
+    on the first run.
+    """
+
+    def __init__(self, program, device, single_output=False):
+        self.program = program
+        self.device = device
+        self._single = single_output
+        state = device_state(device)
+        self.context, self.queue = state.context, state.queue
+        if program.fp64 and not supports_fp64(device):
+            names = [t.name for t in _all_tensors(program) if t.dtype == "float64"]
+            raise DeviceError(
+                f"tensors {names} are float64 but the device {device.name.strip()!r} has no double precision "
+                "support; use float32 or pick another device (device= or $POLYAD_DEVICE)"
+            )
+        self.cl_program = get_program(program.source, device, BUILD_OPTIONS)
+        import pyopencl as cl
+
+        self._launches = []
+        for k in program.kernels:
+            gsize, lsize = k.global_size, k.local_size
+            if lsize is not None:
+                lsize = tuple(lsize) + (1,) * (len(gsize) - len(lsize))
+                lsize = lsize[: len(gsize)]
+                gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
+            self._launches.append((cl.Kernel(self.cl_program, k.name), k, gsize, lsize))
+        self._intermediates = None
+
+    @property
+    def source(self):
+        """The OpenCL C source of all kernels."""
+        return self.program.source
+
+    @property
+    def inputs(self):
+        return list(self.program.inputs)
+
+    @property
+    def outputs(self):
+        return list(self.program.outputs)
+
+    def __repr__(self):
+        ins = ", ".join(t.name for t in self.program.inputs)
+        outs = ", ".join(t.name for t in self.program.outputs)
+        return f"<polyad.Module ({ins}) -> ({outs}), {len(self._launches)} kernels on {self.device.name.strip()}>"
+
+    # -- host arrays -------------------------------------------------------------------------
+    def _check_arrays(self, arrays):
+        ins = self.program.inputs
+        if len(arrays) != len(ins):
+            raise ArityError(
+                f"the module takes {len(ins)} arrays ({', '.join(t.name for t in ins)}), got {len(arrays)}"
+            )
+        out = []
+        for t, a in zip(ins, arrays):
+            if not isinstance(a, np.ndarray):
+                a = np.asarray(a)
+                if a.dtype.kind == "f" and t.dtype.startswith("float") or a.dtype.kind in "iu" and t.dtype.startswith("int"):
+                    a = a.astype(t.dtype)
+            if a.shape != t.shape:
+                raise ShapeError(f"input tensor {t.name!r} has shape {t.shape}, but the array has shape {a.shape}")
+            if a.dtype.name != t.dtype:
+                raise DtypeError(
+                    f"input tensor {t.name!r} has dtype {t.dtype}, but the array has dtype {a.dtype.name} "
+                    f"(convert it with .astype({t.dtype!r}))"
+                )
+            out.append(np.ascontiguousarray(a))
+        return out
+
+    def to_device(self, *arrays):
+        """Device buffers of the input arrays, followed by fresh output buffers: ready for ``run``."""
+        import pyopencl as cl
+
+        arrays = self._check_arrays(arrays)
+        mf = cl.mem_flags
+        bufs = [cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for a in arrays]
+        return bufs + self.alloc_outputs()
+
+    def alloc_outputs(self):
+        """Fresh device buffers for the outputs."""
+        import pyopencl as cl
+
+        return [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=_nbytes(t)) for t in self.program.outputs]
+
+    def from_device(self, buffers):
+        """numpy arrays of the output buffers (the last len(outputs) of ``buffers`` if more are given)."""
+        import pyopencl as cl
+
+        outs = self.program.outputs
+        res = []
+        for t, b in zip(outs, list(buffers)[-len(outs):]):
+            a = np.empty(t.shape, dtype=t.dtype)
+            cl.enqueue_copy(self.queue, a, _buffer(b, t), is_blocking=True)
+            res.append(a)
+        return res
+
+    def __call__(self, *arrays):
+        bufs = self.to_device(*arrays)
+        self.run(*bufs)
+        res = self.from_device(bufs)
+        return res[0] if self._single else res
+
+    def time(self, *arrays, repeat=10, warmup=1):
+        """Seconds per run (a numpy array of ``repeat`` values), data kept on the device."""
+        bufs = self.to_device(*arrays)
+        for _ in range(warmup):
+            self.run(*bufs)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self.run(*bufs)
+            times.append(time.perf_counter() - t0)
+        return np.array(times)
+
+    # -- device buffers ----------------------------------------------------------------------
+    def run(self, *buffers, wait=True):
+        """Run every kernel on device buffers: the inputs, then the outputs, in the build's order.
+
+        Accepts ``pyopencl.Buffer`` or ``pyopencl.array.Array``.  With
+        ``wait=False`` it returns the last event without waiting for it.
+        """
+        import pyopencl as cl
+
+        prog = self.program
+        tensors = list(prog.inputs) + list(prog.outputs)
+        if len(buffers) != len(tensors):
+            raise ArityError(
+                f"run takes {len(tensors)} buffers (inputs {', '.join(t.name for t in prog.inputs)}; "
+                f"outputs {', '.join(t.name for t in prog.outputs)}), got {len(buffers)}"
+            )
+        where = {id(t): _buffer(b, t) for t, b in zip(tensors, buffers)}
+        where.update(self._intermediate_buffers())
+        event = None
+        for kernel, k, gsize, lsize in self._launches:
+            kernel.set_args(*[where[id(t)] for t in k.args])
+            event = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+        if wait:
+            self.queue.finish()
+        return event
+
+    def _intermediate_buffers(self):
+        if self._intermediates is None:
+            import pyopencl as cl
+
+            self._intermediates = {
+                id(t): cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=_nbytes(t))
+                for t in self.program.intermediates
+            }
+        return self._intermediates
+
+
+def _nbytes(t):
+    return max(1, t.size * np.dtype(t.dtype).itemsize)
+
+
+def _buffer(b, t):
+    """The cl.Buffer behind ``b``, checked to be large enough for tensor ``t``."""
+    import pyopencl as cl
+
+    if hasattr(b, "base_data") and hasattr(b, "offset"):  # pyopencl.array.Array
+        if b.offset:
+            raise PolyadError(f"tensor {t.name!r}: device arrays with an offset are not supported")
+        b = b.base_data
+    if not isinstance(b, cl.Buffer):
+        raise PolyadError(f"tensor {t.name!r}: expected a pyopencl Buffer or Array, got {type(b).__name__}")
+    need = _nbytes(t)
+    if b.size < need:
+        raise ShapeError(f"tensor {t.name!r} {t.dtype}{list(t.shape)} needs {need} bytes, the buffer has {b.size}")
+    return b
+
+
+def _all_tensors(program):
+    return list(program.inputs) + list(program.outputs) + list(program.intermediates)
