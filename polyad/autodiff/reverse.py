@@ -150,9 +150,15 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
     for t in order:
         depends[t] = dt.is_float(t.dtype) and (t in wanted or any(depends.get(c, False) for c in _edges(t, override)))
 
+    # on a path: depends on an input and reached from the output through float tensors that do
+    live = {output} if depends[output] else set()
+    for t in reversed(order):
+        if t in live:
+            live.update(c for c in _edges(t, override) if depends.get(c, False))
+
     adjoints, summands = {}, {}
     for t in reversed(order):
-        if not depends[t]:
+        if t not in live:
             continue
         if t is output:
             adj = head
@@ -160,7 +166,7 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
             parts = list(summands[t].values())
             adj = parts[0] if len(parts) == 1 else add_tensors(parts, f"d_{_safe(t.name)}")
         adjoints[t] = adj
-        children = [c for c in _edges(t, override) if depends.get(c, False)]
+        children = [c for c in _edges(t, override) if c in live]
         if not children:
             continue
         if t in override:
@@ -174,7 +180,7 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
                     f"override of {t.name!r} returned {len(grads)} adjoints for {len(ins)} inputs"
                 )
             for c, g in zip(ins, grads):
-                if g is None or not depends.get(c, False) or t in summands.setdefault(c, {}):
+                if g is None or c not in live or t in summands.setdefault(c, {}):
                     continue
                 summands[c][t] = _check_contribution(g, t, c, prefix, "override")
         else:
