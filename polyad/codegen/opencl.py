@@ -354,6 +354,10 @@ class KernelWriter:
         for d, (p, (lo, _)) in enumerate(zip(self.lk.grid_params, self.lk.grid_box)):
             gid = f"({ctx.idx})get_global_id({n - 1 - d})"
             body.append(c.Initializer(c.Const(c.Value(ctx.idx, p)), gid if lo == 0 else f"{gid} + {ctx.int_lit(lo)}"))
+        if self.spec.local_size is not None and n:
+            # the NDRange is rounded up to whole work-groups: the extra work-items do nothing
+            out = " || ".join(f"{p} >= {ctx.int_lit(lo + size)}" for p, (lo, size) in zip(self.lk.grid_params, self.lk.grid_box))
+            body.append(c.If(out, c.Statement("return")))
         for si, names in self.acc.items():
             st = self.spec.statements[si]
             for nm, v in zip(names, st.values):

@@ -1,0 +1,44 @@
+"""Fixtures of the codegen/runtime tests: a per-session kernel cache, an OpenCL probe."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_kernel_cache(tmp_path_factory):
+    """Point POLYAD_CACHE_DIR at a fresh directory for this test session (cold cache, shared by tests)."""
+    old = os.environ.get("POLYAD_CACHE_DIR")
+    os.environ["POLYAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("polyad-kernel-cache"))
+    yield
+    if old is None:
+        os.environ.pop("POLYAD_CACHE_DIR", None)
+    else:
+        os.environ["POLYAD_CACHE_DIR"] = old
+
+
+_PROBE = {}
+
+
+def opencl_problem():
+    """None when the default device compiles a trivial kernel, else why not (an environment problem)."""
+    if "r" not in _PROBE:
+        try:
+            import pyopencl as cl
+
+            from polyad.runtime.device import device_state, select_device
+
+            dev = select_device()
+            cl.Program(device_state(dev).context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
+            _PROBE["r"] = None
+        except Exception as e:  # noqa: BLE001 - report whatever the platform says
+            _PROBE["r"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e}"
+    return _PROBE["r"]
+
+
+@pytest.fixture
+def opencl():
+    """Skip (naming the platform's error) when no OpenCL device here can compile anything at all."""
+    why = opencl_problem()
+    if why is not None:
+        pytest.skip(f"the default OpenCL device cannot compile even a trivial kernel here: {why}")
