@@ -31,7 +31,7 @@ import weakref
 from ..errors import DtypeError, NotDifferentiableError, PolyadError, ShapeError
 from ..te import dtype as dt
 from ..te.expr import (
-    Call, Const, IterVar, Reduce, Var, as_expr, comm_reducer, const, reduce_axis, select, sum as te_sum,
+    Const, IterVar, Reduce, Var, as_expr, cast, comm_reducer, const, reduce_axis, select, sum as te_sum,
 )
 from ..te.tensor import ComputeOp, Tensor, compute
 from ..te.visit import substitute
@@ -150,7 +150,7 @@ def diff_building_block(out, inp, head, optimize=True):
     return _general(out, inp, head, prefix, name, body, ident)
 
 
-def _var_plan(load, inp, summed_ids, axes_by_id):
+def _var_plan(load, summed_ids):
     """Which index dims of ``load`` are a plain summed variable: {dim: var}, first use of a var only."""
     plan, used = {}, set()
     for d, ix in enumerate(load.indices):
@@ -172,14 +172,12 @@ def _assemble(out, inp, head, prefix, name, g, terms, red_axes, red_cond, factor
     # Per term: the index dims substituted by a variable (optimize) or compared with j (raw form).
     groups = {}
     for t in terms:
-        plan = _var_plan(t[0], inp, summed_ids, None) if optimize else {}
+        plan = _var_plan(t[0], summed_ids) if optimize else {}
         key = frozenset(id(v) for v in plan.values())
         groups.setdefault(key, []).append((t, plan))
-    parts = []
-    for key, members in groups.items():
-        parts.append((key, members))
+    parts = list(groups.items())
 
-    def build(members, key):
+    def build(members, key, stage_name):
         def f(*idx):
             P, J = idx[:np_], idx[np_:]
             fresh, summed = {}, []
@@ -223,15 +221,11 @@ def _assemble(out, inp, head, prefix, name, g, terms, red_axes, red_cond, factor
                 total = term if total is None else total + term
             return te_sum(total, axis=summed) if summed else total
 
-        return build_stage(f)
+        return compute(prefix + inp.shape, f, name=stage_name)
 
-    def build_stage(f):
-        return compute(prefix + inp.shape, f, name=name)
-
-    stages = [build(members, key) for key, members in parts]
-    if len(stages) == 1:
-        return stages[0]
-    return add_tensors(stages, name)
+    if len(parts) == 1:
+        return build(parts[0][1], parts[0][0], name)
+    return add_tensors([build(m, k, f"{name}_t{n}") for n, (k, m) in enumerate(parts)], name)
 
 
 def add_tensors(tensors, name):
@@ -366,7 +360,7 @@ def _general(out, inp, head, prefix, name, body, ident):
                     c = s[0]
                     for e, j in zip(s[2:], J):
                         c = c & (e == j)
-                    d = d + select(c, _cast(s[1], comb.dtypes[w]), const(0, comb.dtypes[w]))
+                    d = d + select(c, cast(s[1], comb.dtypes[w]), const(0, comb.dtypes[w]))
                 ders.append(d)
             return reducer(tuple(vals[:-1]) + tuple(ders), axis=r, where=vals[-1])
 
@@ -376,19 +370,13 @@ def _general(out, inp, head, prefix, name, body, ident):
     outs, fl = _cached(_HELPERS, op, ("jac", id(inp), inp), make)
     jac = outs[len(comb.result) + fl.index(out.value_index)]
     if ident:
-        return compute(prefix + inp.shape, lambda *idx: _cast(jac[idx], inp.dtype), name=name)
+        return compute(prefix + inp.shape, lambda *idx: cast(jac[idx], inp.dtype), name=name)
     np_ = len(prefix)
 
     def g(*idx):
         P, J = idx[:np_], idx[np_:]
         o = tuple(reduce_axis((0, n), a.name) for n, a in zip(out.shape, op.axis))
-        v = _cast(head[tuple(P) + o] * jac[o + tuple(J)], inp.dtype)
+        v = cast(head[tuple(P) + o] * jac[o + tuple(J)], inp.dtype)
         return te_sum(v, axis=o) if o else v
 
     return compute(prefix + inp.shape, g, name=name)
-
-
-def _cast(e, dtype):
-    from ..te.expr import cast
-
-    return cast(e, dtype)
