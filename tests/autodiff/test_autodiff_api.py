@@ -258,3 +258,49 @@ def test_chain_gradient_grows_linearly(optimize):
         assert 1.8 < ratio < 2.2, sizes
     assert sizes[400] < 40 * 400, sizes
     assert times[400] < 30 * times[50] + 0.5, times  # linear, with room for noise
+
+
+def test_an_intermediate_tensor_as_input():
+    X = pa.placeholder((4,), F, "X")
+    A = pa.compute((4,), lambda i: pa.exp(X[i]), name="A")
+    B = pa.compute((4,), lambda i: A[i] * X[i], name="B")
+    H = pa.placeholder((4,), F, "H")
+    dA, dX = pa.differentiate(B, [A, X], H)
+    rng = np.random.default_rng(8)
+    x, h = rng.normal(size=(2, 4))
+    ga, gx = pa.evaluate([dA, dX], {X: x, H: h})
+    np.testing.assert_allclose(ga, h * x)
+    np.testing.assert_allclose(gx, h * np.exp(x) * x + h * np.exp(x))
+
+
+def _doc_block(after):
+    """The first ``` block after the line containing ``after`` in docs/autodiff.md."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "autodiff.md").read_text()
+    rest = text[text.index(after):]
+    rest = rest[rest.index("```") + 3:]  # past the end of the code block that contains ``after``
+    start = rest.index("```\n") + 4
+    return rest[start:rest.index("```", start)].strip()
+
+
+def test_the_documented_examples_print_what_the_docs_say():
+    X = pa.placeholder((32, 100), name="X")
+    W = pa.placeholder((10, 100), name="W")
+    k = pa.reduce_axis((0, 100), name="k")
+    T = pa.compute((32, 10), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="T")
+    H = pa.placeholder((32, 10), name="H")
+    dX, dW = pa.differentiate(T, [X, W], H)
+    assert pa.show(dW) == _doc_block("print(pa.show(dW))")
+
+    X = pa.placeholder((10,), name="X")
+    A = pa.compute((10,), lambda i: X[i] + X[9 - i], name="A")
+    H = pa.placeholder((10,), name="H")
+    res = pa.differentiate(A, [X], H, optimize=False)
+    assert _doc_block("res = pa.differentiate(A, [X], H, optimize=False)") in pa.show(res[0])
+    feed = {X: np.arange(10.0, dtype="float32"), H: np.arange(10.0, dtype="float32") ** 2}
+    opt = pa.differentiate(A, [X], H)
+    assert list(opt.adjoint_summands[X]) == [A]
+    h = feed[H]
+    for r in (res, opt):
+        np.testing.assert_allclose(pa.evaluate(r[0], feed), h + h[::-1])
