@@ -80,7 +80,7 @@ def markdown(result):
             if isinstance(c, Cell) and c.note:
                 notes.append(f"{row['workload']} [{row['schedule']}] {key}: {c.note}")
             if isinstance(c, Cell) and not c.ok and len(c.na) > NA_WIDTH and not c.na.startswith("needs"):
-                reasons.setdefault(c.na, []).append(f"{row['workload']}.{key}")
+                reasons.setdefault(c.na, {}).setdefault(row["workload"], None)
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -54,7 +54,10 @@ class Cell:
 
 
 def _reason(exc):
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    # The first line, or the first two when the first ends in ':' (e.g. a build error's log follows).
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    msg = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines[0] if lines else "")
+    msg = msg if len(msg) <= 300 else msg[:299] + "…"
     if isinstance(exc, NotImplementedError) and msg:
         return msg
     if isinstance(exc, (ImportError, ModuleNotFoundError)):
