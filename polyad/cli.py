@@ -11,18 +11,32 @@ def _demo(args):
 
 
 def _devices(args):
-    import pyopencl as cl
+    from .errors import DeviceError
+    from .runtime import list_devices
 
     try:
-        platforms = cl.get_platforms()
-    except cl.Error:
-        platforms = []
-    if not platforms:
-        print("no OpenCL platform found: pip install 'pocl-binary-distribution' (the polyad[pocl] extra)")
+        lines = list_devices()
+    except DeviceError as e:
+        print(e)
         return 1
-    for p in platforms:
-        for d in p.get_devices():
-            print(f"{p.name} | {d.name} | {cl.device_type.to_string(d.type)} | {d.max_compute_units} compute units")
+    print("\n".join(lines))
+    print("(* the default; pick another with $POLYAD_DEVICE or device=, by a substring of 'platform | device')")
+    return 0
+
+
+def _show(args):
+    """Print the schedule tree and the OpenCL C of an example matmul stage."""
+    import polyad as pa
+    from .codegen import generate
+
+    X = pa.placeholder((args.batch, args.n_in), name="X")
+    W = pa.placeholder((args.n_out, args.n_in), name="W")
+    k = pa.reduce_axis((0, args.n_in), name="k")
+    Y = pa.compute((args.batch, args.n_out), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="Y")
+    prog = generate(Y, [X, W])
+    if args.tree:
+        print(prog.tree.schedule.get_root().to_str())
+    print(prog.source)
     return 0
 
 
@@ -67,6 +81,12 @@ def main(argv=None):
     p.set_defaults(fn=_demo)
     p = sub.add_parser("devices", help="list the OpenCL devices polyad can use")
     p.set_defaults(fn=_devices)
+    p = sub.add_parser("show", help="print the schedule tree and OpenCL C of an example matmul")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--n-in", type=int, default=8)
+    p.add_argument("--n-out", type=int, default=3)
+    p.add_argument("--tree", action="store_true", help="also print the isl schedule tree")
+    p.set_defaults(fn=_show)
     p = sub.add_parser("bench", help="benchmark autodiff gradients against hand-written TE, numpy and PyTorch")
     _bench_parser(p)
     args = parser.parse_args(argv)

@@ -32,7 +32,9 @@ def opencl_problem():
             cl.Program(device_state(dev).context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()
             _PROBE["r"] = None
         except Exception as e:  # noqa: BLE001 - report whatever the platform says
-            _PROBE["r"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e}"
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            errs = [ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln]
+            _PROBE["r"] = f"{type(e).__name__}: {(errs or lines or ['?'])[0]}"
     return _PROBE["r"]
 
 

@@ -1,0 +1,109 @@
+"""The on-disk kernel cache: a second process compiles nothing; corrupt entries are rebuilt with a warning."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.runtime import cache
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+_SCRIPT = r"""
+import json, sys
+import numpy as np
+import polyad as pa
+from polyad.runtime.cache import STATS
+X = pa.placeholder((6, 4), name="X")
+k = pa.reduce_axis((0, 4), name="k")
+S = pa.compute((6,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name="S")
+G = pa.compute((6, 4), lambda i, j: X[i, j] * 2.0 * S[i], name="G")   # a stand-in for a gradient
+mod = pa.build(G, [X])
+x = np.arange(24, dtype=np.float32).reshape(6, 4) / 10
+ok = bool(np.allclose(mod(x), x * 2 * (x * x).sum(1, keepdims=True), rtol=1e-5))
+print(json.dumps({"compiles": STATS.compiles, "disk_hits": STATS.disk_hits, "ok": ok}))
+"""
+
+
+def _run(cache_dir):
+    env = dict(os.environ, POLYAD_CACHE_DIR=str(cache_dir))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    first = _run(tmp_path)
+    assert first == {"compiles": 1, "disk_hits": 0, "ok": True}
+    assert len(glob.glob(str(tmp_path / "*" / "*.bin"))) == 1
+    second = _run(tmp_path)
+    assert second == {"compiles": 0, "disk_hits": 1, "ok": True}
+
+
+def _module():
+    X = pa.placeholder((5,), name="X")
+    return pa.compute((5,), lambda i: X[i] * X[i] + 7.0, name="Sq"), X
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "bad_binary"])
+def test_corrupt_entry_is_rebuilt_with_a_warning(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    Y, X = _module()
+    cache.clear_memory()
+    pa.build(Y, [X])
+    (entry,) = glob.glob(str(tmp_path / "*" / "*.bin"))
+    data = open(entry, "rb").read()
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "garbage":
+        data = b"\x00not a cache entry"
+    else:  # a valid checksum over bytes that are not a program binary
+        import hashlib
+
+        junk = b"junk" * 100
+        data = cache._MAGIC + hashlib.sha256(junk).digest() + junk
+    open(entry, "wb").write(data)
+    cache.clear_memory()
+    before = cache.STATS.compiles
+    with pytest.warns(RuntimeWarning, match="rebuilding"):
+        mod = pa.build(Y, [X])
+    assert cache.STATS.compiles == before + 1
+    x = np.arange(5, dtype=np.float32)
+    np.testing.assert_allclose(mod(x), x * x + 7.0)
+    # the entry was rewritten: the next process-fresh load is a hit
+    cache.clear_memory()
+    hits = cache.STATS.disk_hits
+    pa.build(Y, [X])
+    assert cache.STATS.disk_hits == hits + 1
+
+
+def test_memory_cache_and_key_depends_on_source_and_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    Y, X = _module()
+    mod = pa.build(Y, [X])
+    hits = cache.STATS.memory_hits
+    pa.build(Y, [X])
+    assert cache.STATS.memory_hits == hits + 1
+    dev = mod.device
+    k = cache.cache_key(mod.source, dev, ())
+    assert k != cache.cache_key(mod.source + " ", dev, ())
+    assert k != cache.cache_key(mod.source, dev, ("-cl-fast-relaxed-math",))
+
+
+def test_unwritable_cache_dir_only_warns(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(blocker / "sub"))
+    cache.clear_memory()
+    X = pa.placeholder((3,), name="X")
+    Y = pa.compute((3,), lambda i: X[i] - 1.5, name="Unwritable")
+    with pytest.warns(RuntimeWarning, match="cannot write"):
+        mod = pa.build(Y, [X])
+    np.testing.assert_allclose(mod(np.ones(3, np.float32)), -0.5)

@@ -1,0 +1,93 @@
+"""Errors of the runtime: build failures, missing devices, bad arguments to a Module."""
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.runtime import cache, device
+
+
+def test_no_platform_raises_device_error_with_install_hint(monkeypatch):
+    import pyopencl as cl
+
+    def none():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
+    monkeypatch.setattr(cl, "get_platforms", none)
+    X = pa.placeholder((3,), name="X")
+    Y = pa.compute((3,), lambda i: X[i] + 1.0, name="Y")
+    with pytest.raises(pa.DeviceError, match="pip install pocl-binary-distribution"):
+        pa.build(Y, [X])
+    monkeypatch.setattr(cl, "get_platforms", lambda: [])
+    with pytest.raises(pa.DeviceError, match="no OpenCL platform"):
+        device.select_device()
+
+
+def test_unknown_device_name_lists_the_devices():
+    with pytest.raises(pa.DeviceError, match="no OpenCL device matches 'no-such-gpu-xyz'"):
+        device.select_device("no-such-gpu-xyz")
+
+
+def test_polyad_device_env_picks_by_substring(monkeypatch):
+    pairs = device.all_devices()
+    p, d = pairs[-1]
+    monkeypatch.setenv("POLYAD_DEVICE", d.name.strip()[-6:])
+    assert device.select_device() == [dd for pp, dd in pairs if d.name.strip()[-6:].lower() in
+                                      f"{pp.name} | {dd.name}".lower()][0]
+
+
+def test_cli_devices_lists_the_default(capsys):
+    from polyad.cli import main
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("*") == 1 and "compute units" in out
+
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+def test_build_failure_carries_source_and_log():
+    dev = device.select_device()
+    src = "__kernel void broken(__global float *a) { a[0] = undeclared_thing; }\n"
+    with pytest.raises(pa.BuildError) as info:
+        cache.compile_source(src, device.device_state(dev).context, dev)
+    err = info.value
+    assert err.source == src and "undeclared_thing" in err.log
+    assert "undeclared_thing" in str(err) and "   1  __kernel void broken" in str(err)
+
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+def test_module_argument_errors_name_the_tensor():
+    X = pa.placeholder((2, 3), name="X")
+    N = pa.placeholder((3,), dtype="int32", name="N")
+    Y = pa.compute((2, 3), lambda i, j: X[i, j] * pa.cast(N[j], "float32"), name="Y")
+    mod = pa.build(Y, [X, N])
+    x, n = np.ones((2, 3), np.float32), np.arange(3, dtype=np.int32)
+    with pytest.raises(pa.ArityError, match=r"takes 2 arrays \(X, N\), got 1"):
+        mod(x)
+    with pytest.raises(pa.ShapeError, match=r"'X' has shape \(2, 3\).*\(3, 2\)"):
+        mod(x.T.copy(), n)
+    with pytest.raises(pa.DtypeError, match=r"'N' has dtype int32.*int64"):
+        mod(x, n.astype(np.int64))
+    with pytest.raises(pa.DtypeError, match=r"'X' has dtype float32.*float64"):
+        mod(x.astype(np.float64), n)
+    bufs = mod.to_device(x, n)
+    with pytest.raises(pa.ArityError, match="run takes 3 buffers"):
+        mod.run(*bufs[:2])
+    import pyopencl as cl
+
+    small = cl.Buffer(mod.context, cl.mem_flags.READ_WRITE, size=4)
+    with pytest.raises(pa.ShapeError, match="'Y'.*needs 24 bytes"):
+        mod.run(bufs[0], bufs[1], small)
+    np.testing.assert_allclose(mod(x, n), x * n)
+
+
+def test_float64_on_a_device_without_fp64_is_a_clear_error(monkeypatch):
+    from polyad.runtime import module
+
+    monkeypatch.setattr(module, "supports_fp64", lambda d: False)
+    X = pa.placeholder((3,), dtype="float64", name="X64")
+    Y = pa.compute((3,), lambda i: X[i] * 2.0, name="Y64")
+    with pytest.raises(pa.DeviceError, match=r"\['X64', 'Y64'\] are float64 .* no double precision"):
+        pa.build(Y, [X])
