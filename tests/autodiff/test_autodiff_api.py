@@ -304,3 +304,24 @@ def test_the_documented_examples_print_what_the_docs_say():
     h = feed[H]
     for r in (res, opt):
         np.testing.assert_allclose(pa.evaluate(r[0], feed), h + h[::-1])
+
+
+def test_float32_graphs_give_float32_gradients():
+    X = pa.placeholder((3, 4), "float32", "X")
+    W = pa.placeholder((2, 4), "float32", "W")
+    k = pa.reduce_axis((0, 4), "k")
+    Y = pa.compute((3, 2), lambda i, j: pa.tanh(pa.sum(X[i, k] * W[j, k], axis=k)), name="Y")
+    Yt = pa.compute((3, 2), lambda i, j: Y[i, j] * 1.0, name="Yt")
+    Z = pa.compute((3, 2), lambda i, j: pa.sigmoid(Yt[i, j]), name="Z")
+    H = pa.placeholder((3, 2), "float32", "H")
+    rng = np.random.default_rng(9)
+    x, w, h = rng.normal(size=(3, 4)), rng.normal(size=(2, 4)), rng.normal(size=(3, 2))
+    for opt in (True, False):
+        dX, dW = pa.differentiate(Z, [X, W], H, optimize=opt)
+        assert dX.dtype == dW.dtype == "float32"
+        gx, gw = pa.evaluate([dX, dW], {X: x.astype("float32"), W: w.astype("float32"), H: h.astype("float32")})
+        t = np.tanh(x @ w.T)
+        s = 1 / (1 + np.exp(-t))
+        d = h * s * (1 - s) * (1 - t * t)
+        np.testing.assert_allclose(gx, d @ w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gw, d.T @ x, rtol=1e-5, atol=1e-6)
