@@ -325,3 +325,42 @@ def test_float32_graphs_give_float32_gradients():
         d = h * s * (1 - s) * (1 - t * t)
         np.testing.assert_allclose(gx, d @ w, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(gw, d.T @ x, rtol=1e-5, atol=1e-6)
+
+
+def test_a_stage_without_derivative_raises_unless_overridden():
+    from dataclasses import dataclass
+    from functools import cached_property
+
+    from polyad.te.tensor import Operation, Tensor
+
+    X = pa.placeholder((3,), F, "X")
+
+    @dataclass(frozen=True, eq=False)
+    class Opaque(Operation):  # a stage polyad cannot look into
+        name: str
+        shape: tuple
+        input_tensors: tuple
+
+        def output_dtype(self, i):
+            return F
+
+        def evaluate_numpy(self, values):
+            return [values[id(X)] * 3.0]
+
+        @cached_property
+        def _outputs(self):
+            return (Tensor(self, 0),)
+
+        __hash__ = object.__hash__
+
+    T = Opaque("opaque", (3,), (X,)).output(0)
+    Y = pa.compute((3,), lambda i: T[i] * T[i], name="Y")
+    H = pa.placeholder((3,), F, "H")
+    with pytest.raises(pa.NotDifferentiableError, match="'opaque'"):
+        pa.differentiate(Y, [X], H)
+
+    def opaque_grad(out, inputs, head):
+        return [pa.compute(head.shape, lambda *i: head[i] * 3.0, name="d_opaque")]
+
+    check_grad(Y, [X], {X: np.array([0.5, -1.0, 2.0]), H: np.array([1.0, 2.0, 3.0])}, head=H,
+               override={T: ([X], opaque_grad)})
