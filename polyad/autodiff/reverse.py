@@ -162,7 +162,9 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
         if t is output:
             adj = head
         else:
-            parts = list(summands[t].values())
+            parts = list(summands.get(t, {}).values())
+            if not parts:  # its only consumers' custom gradients returned None for it
+                continue
             adj = parts[0] if len(parts) == 1 else add_tensors(parts, f"d_{_safe(t.name)}")
         adjoints[t] = adj
         children = [c for c in _edges(t, override) if c in live]

@@ -364,3 +364,12 @@ def test_a_stage_without_derivative_raises_unless_overridden():
 
     check_grad(Y, [X], {X: np.array([0.5, -1.0, 2.0]), H: np.array([1.0, 2.0, 3.0])}, head=H,
                override={T: ([X], opaque_grad)})
+
+
+def test_override_returning_none_gives_no_contribution():
+    X = pa.placeholder((3,), F, "X")
+    A = pa.compute((3,), lambda i: X[i] * 2.0, name="A")
+    B = pa.compute((3,), lambda i: A[i] + X[i], name="B")
+    res = pa.differentiate(B, [X], override={B: ([A, X], lambda out, ins, head: [None, head])})
+    assert A not in res.adjoints
+    np.testing.assert_array_equal(pa.evaluate(res[0], {X: np.ones(3)}), np.eye(3))
