@@ -63,7 +63,8 @@ def markdown(result):
         f"OpenCL: {m.get('opencl', '?')}; numpy {m.get('numpy', '?')}; torch {m.get('torch', '?')}.",
         f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
         f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
-        f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement.",
+        f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement"
+        f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.",
         "",
         "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
         "|" + "|".join("---" if k in ("workload", "schedule") else "---:" for k, _, _ in COLUMNS) + "|",

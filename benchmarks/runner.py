@@ -251,12 +251,20 @@ def run_workload(name, case, opts, api, log):
     arrays = case.data(opts.seed)
     ref = reference(case, arrays)
     rep, budget = opts.repeat, opts.time_budget
+    wl_budget = getattr(opts, "workload_budget", None)
+    deadline = time.perf_counter() + wl_budget if wl_budget else None
+
+    def go(fn, *args):
+        """attempt(), unless the workload has used up its time: then the cell says it was skipped."""
+        if deadline is not None and time.perf_counter() > deadline:
+            return Cell.missing(f"skipped: workload over its {wl_budget:g} s budget (--workload-budget)")
+        return attempt(fn, *args)
 
     shared = {}
-    res = attempt(numpy_column, case, arrays, ref, rep, budget)
+    res = go(numpy_column, case, arrays, ref, rep, budget)
     shared["numpy_ms"], shared["numpy_err"] = res if isinstance(res, tuple) else (res, res)
     if opts.torch:
-        res = attempt(torch_column, case, arrays, ref, rep, budget)
+        res = go(torch_column, case, arrays, ref, rep, budget)
         shared["torch_ms"], shared["torch_err"] = res if isinstance(res, tuple) else (res, res)
     else:
         shared["torch_ms"] = shared["torch_err"] = Cell.missing("disabled (--no-torch)")
@@ -290,7 +298,7 @@ def run_workload(name, case, opts, api, log):
     rows = []
     for sched in opts.schedules:
         row = {"workload": name, "schedule": sched, "diff_s": diff, **shared}
-        row.update(_polyad_row(graphs, arrays, ref, sched, api, rep, budget))
+        row.update(_polyad_row(graphs, arrays, ref, sched, api, rep, budget, go))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
@@ -300,16 +308,16 @@ def run_workload(name, case, opts, api, log):
     return rows
 
 
-def _polyad_row(graphs, arrays, ref, sched, api, rep, budget):
+def _polyad_row(graphs, arrays, ref, sched, api, rep, budget, go=attempt):
     row = {}
 
     def module(outputs):
         if isinstance(outputs, Cell):
             return outputs
-        return attempt(PolyadColumns, api, outputs, arrays, sched)
+        return go(PolyadColumns, api, outputs, arrays, sched)
 
     f = module(graphs["fwd"])
-    row["fwd_ms"] = f if isinstance(f, Cell) else attempt(f.time, rep, budget)
+    row["fwd_ms"] = f if isinstance(f, Cell) else go(f.time, rep, budget)
 
     for key, prefix in (("grad", ""), ("hand", "hand_")):
         m = module(graphs[key])
@@ -318,9 +326,9 @@ def _polyad_row(graphs, arrays, ref, sched, api, rep, budget):
         else:
             cells = {
                 "build_cold_s": Cell(m.build_cold),
-                "build_warm_s": attempt(m.build_warm),
+                "build_warm_s": go(m.build_warm),
                 "err": attempt(lambda: Cell(rel_error(m.results(), ref))),
-                "ms": attempt(m.time, rep, budget),
+                "ms": go(m.time, rep, budget),
             }
         row[prefix + ("bwd_ms" if not prefix else "ms")] = cells["ms"]
         for k in ("err", "build_cold_s", "build_warm_s"):
@@ -391,7 +399,7 @@ def run(opts, api=None, log=None):
         rows += run_workload(name, case, opts, api, log)
         log(f"{name:>16}: {time.perf_counter() - t0:.1f} s")
     options = {k: v for k, v in vars(opts).items() if k in (
-        "workloads", "schedules", "batch", "repeat", "time_budget", "seed", "torch", "backend")}
+        "workloads", "schedules", "batch", "repeat", "time_budget", "workload_budget", "seed", "torch", "backend")}
     return {"machine": machine_info(), "options": options, "rows": rows}
 
 
@@ -416,6 +424,9 @@ def add_arguments(p):
                    "for the published table)")
     p.add_argument("--time-budget", type=float, default=30.0,
                    help="seconds one measurement may take; fewer runs beyond it, said in the cell (default 30)")
+    p.add_argument("--workload-budget", type=float, default=900.0,
+                   help="seconds one workload may take in all; later builds and measurements of it are skipped "
+                        "with an n/a cell (default 900; 0 = no limit)")
     p.add_argument("--backend", choices=["opencl", "evaluate"], default="opencl",
                    help="opencl: pa.build (default); evaluate: pa.evaluate stands in for pa.build, to check the "
                         "error columns without OpenCL (its times are not polyad's)")

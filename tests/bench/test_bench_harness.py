@@ -194,3 +194,13 @@ def test_evaluate_backend_fills_the_error_columns(tmp_path, capsys):
     assert row["hand_err"]["value"] < 1e-5 and row["hand_ms"]["value"] > 0
     assert row["err"]["na"] or row["err"]["value"] < 1e-5  # autodiff: a number once it runs
     assert "backend evaluate" in capsys.readouterr().out
+
+
+def test_workload_budget_skips_the_rest_of_a_slow_workload():
+    opts = _opts(torch=False, workload_budget=1e-9)
+    (row,) = runner.run_workload("dense", TINY["dense"], opts, _api(), lambda s: None)
+    for key in ("numpy_ms", "hand_ms", "fwd_ms"):
+        assert row[key].na.startswith("skipped: workload over its 1e-09 s budget"), key
+    (row,) = runner.run_workload("dense", TINY["dense"], _opts(torch=False, workload_budget=0), _api(),
+                                 lambda s: None)
+    assert row["numpy_ms"].ok and row["hand_ms"].ok  # 0: no limit
