@@ -1,6 +1,8 @@
 """Every op of pa.ops and pa.nn, differentiated w.r.t. every float input: central finite differences
 in float64 through pa.evaluate, with heads that are not all ones (and full Jacobians for small ops)."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -223,7 +225,7 @@ JACOBIAN = {"unary:exp", "binary:multiply", "sum", "max", "transpose", "take", "
 
 
 def _build(name):
-    c = Case(abs(hash(name)) % 2**32)
+    c = Case(zlib.crc32(name.encode()))
     out = CASES[name](c)
     if isinstance(out, (list, tuple)):
         out = out[0]
