@@ -362,35 +362,35 @@ class KernelWriter:
             st = self.spec.statements[si]
             for nm, v in zip(names, st.values):
                 body.append(c.Statement(f"{ctx.ctype(v.dtype)} {nm}"))
-        body.append(self.node(self.lk.ast))
+        body += self.nodes(self.lk.ast)
         decl = cl.CLKernel(c.FunctionDeclaration(c.Value("void", self.spec.name), params))
         return c.FunctionBody(decl, c.Block(body))
 
-    # isl AST nodes
-    def node(self, nd):
+    # isl AST nodes -> a list of cgen statements (AST blocks and marks are spliced into their parent)
+    def nodes(self, nd):
         t = nd.get_type()
         ctx = self.ctx
         if t == isl.ast_node_type.block:
             lst = nd.block_get_children()
-            return c.Block([self.node(lst.get_at(i)) for i in range(lst.n_ast_node())])
+            return [x for i in range(lst.n_ast_node()) for x in self.nodes(lst.get_at(i))]
+        if t == isl.ast_node_type.mark:
+            return [c.LineComment(nd.mark_get_id().get_name())] + self.nodes(nd.mark_get_node())
         if t == isl.ast_node_type.for_:
             it = nd.for_get_iterator().get_id().get_name()
             init = _strip(ast_expr(ctx, nd.for_get_init()))
-            body = self.node(nd.for_get_body())
+            body = self.nodes(nd.for_get_body())
             if nd.for_is_degenerate():
-                return c.Block([c.Initializer(c.Const(c.Value(ctx.idx, it)), init), body])
+                return [c.Block([c.Initializer(c.Const(c.Value(ctx.idx, it)), init)] + body)]
             cond = _strip(ast_expr(ctx, nd.for_get_cond()))
             inc = _strip(ast_expr(ctx, nd.for_get_inc()))
-            return c.For(f"{ctx.idx} {it} = {init}", cond, f"{it} += {inc}", _as_block(body))
+            return [c.For(f"{ctx.idx} {it} = {init}", cond, f"{it} += {inc}", _as_block(body))]
         if t == isl.ast_node_type.if_:
             cond = _strip(ast_expr(ctx, nd.if_get_cond()))
-            then = _as_block(self.node(nd.if_get_then_node()))
-            other = _as_block(self.node(nd.if_get_else_node())) if nd.if_has_else_node() else None
-            return c.If(cond, then, other)
-        if t == isl.ast_node_type.mark:
-            return c.Block([c.LineComment(nd.mark_get_id().get_name()), self.node(nd.mark_get_node())])
+            then = _as_block(self.nodes(nd.if_get_then_node()))
+            other = _as_block(self.nodes(nd.if_get_else_node())) if nd.if_has_else_node() else None
+            return [c.If(cond, then, other)]
         if t == isl.ast_node_type.user:
-            return self.user(nd.user_get_expr())
+            return [self.user(nd.user_get_expr())]
         raise ValueError(f"unsupported isl AST node {t}")
 
     def user(self, call):
@@ -446,8 +446,8 @@ class KernelWriter:
         return lines
 
 
-def _as_block(node):
-    return node if isinstance(node, c.Block) else c.Block([node])
+def _as_block(items):
+    return items[0] if len(items) == 1 and isinstance(items[0], c.Block) else c.Block(items)
 
 
 def _store(value, tensor):

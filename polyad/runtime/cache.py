@@ -101,7 +101,7 @@ def _load(path, ctx, device, options, cl):
     try:
         with open(path, "rb") as f:
             data = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         return _corrupt(path, f"unreadable ({e})")

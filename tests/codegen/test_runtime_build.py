@@ -199,3 +199,13 @@ def test_each_reduction(reducer, where):
     fn = getattr(pa, reducer)
     Y = pa.compute((4,), lambda i: fn(X[i, k], axis=k, where=(k >= i) if where else None), name="Y")
     _check([Y], [X], [_rand(X, 0.5, 1.5)], rtol=1e-5)
+
+
+def test_wide_index_program_compiles_without_allocating():
+    n = 2**31 + 7  # the buffers are never allocated: building only compiles
+    X = pa.placeholder((n,), name="X")
+    k = pa.reduce_axis((0, 3), name="k")
+    Y = pa.compute((n // 3,), lambda i: pa.sum(X[3 * i + k], axis=k), name="Y")
+    mod = pa.build(Y, [X])
+    assert mod.program.wide_index and "long const gid0" in mod.source
+    assert mod.program.kernels[0].global_size == (n // 3,)
