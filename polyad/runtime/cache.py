@@ -82,7 +82,10 @@ def compile_source(source, ctx, device, options=()):
     STATS.compiles += 1
     prg = cl.Program(ctx, source)
     try:
-        return prg.build(options=list(options), devices=[device])
+        with warnings.catch_warnings():
+            # a successful build's log (NVIDIA: "kernel overrides noinline") is noise for users
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            return prg.build(options=list(options), devices=[device])
     except (cl.RuntimeError, cl.Error) as e:
         try:
             log = prg.get_build_info(device, cl.program_build_info.LOG)
