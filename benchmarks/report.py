@@ -42,7 +42,7 @@ def fmt(cell, kind):
     if kind == "ms":
         s = f"{v:.3g}" if v < 1000 else f"{v:.0f}"
     elif kind == "x":
-        s = f"{v:.2f}"
+        s = f"{v:.2f}" if v < 10 else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
     elif kind == "s":
         s = f"{v:.3f}" if v < 10 else f"{v:.1f}"
     elif kind == "e":
