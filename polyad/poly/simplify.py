@@ -136,8 +136,21 @@ def _conjuncts(c):
     return (c,)
 
 
-def _peel(e, conv):
-    """Terms ``[(conditions, value)]`` whose sum is ``e`` (zero terms dropped)."""
+def _peel(e, conv, memo=None):
+    """Terms ``[(conditions, value)]`` whose sum is ``e`` (zero terms dropped).
+
+    Memoised by node: bodies are DAGs, and an unmemoised walk is exponential in their depth.
+    """
+    memo = {} if memo is None else memo
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit[1]
+    r = _peel_node(e, conv, memo)
+    memo[id(e)] = (e, r)
+    return r
+
+
+def _peel_node(e, conv, memo):
     if _is_zero(e):
         return []
     out = None
@@ -146,25 +159,25 @@ def _peel(e, conv):
         if op == "select":
             c, x, y = a
             if _is_zero(y):
-                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv)]
+                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv, memo)]
             elif _is_zero(x):
-                out = [(_conjuncts(unary("not", c)) + cs, v) for cs, v in _peel(y, conv)]
+                out = [(_conjuncts(unary("not", c)) + cs, v) for cs, v in _peel(y, conv, memo)]
             elif conv.try_set(c) is not None:
                 nc = unary("not", c)
-                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv)]
-                out += [(_conjuncts(nc) + cs, v) for cs, v in _peel(y, conv)]
+                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv, memo)]
+                out += [(_conjuncts(nc) + cs, v) for cs, v in _peel(y, conv, memo)]
         elif op == "add":
-            out = _peel(a[0], conv) + _peel(a[1], conv)
+            out = _peel(a[0], conv, memo) + _peel(a[1], conv, memo)
         elif op == "sub":
-            out = _peel(a[0], conv) + [(cs, unary("neg", v)) for cs, v in _peel(a[1], conv)]
+            out = _peel(a[0], conv, memo) + [(cs, unary("neg", v)) for cs, v in _peel(a[1], conv, memo)]
         elif op == "neg":
-            out = [(cs, unary("neg", v)) for cs, v in _peel(a[0], conv)]
+            out = [(cs, unary("neg", v)) for cs, v in _peel(a[0], conv, memo)]
         elif op == "mul":
-            pa, pb = _peel(a[0], conv), _peel(a[1], conv)
+            pa, pb = _peel(a[0], conv, memo), _peel(a[1], conv, memo)
             if len(pa) * len(pb) <= MAX_TERMS:
                 out = [(ca + cb, binary("mul", va, vb)) for ca, va in pa for cb, vb in pb]
         elif op == "div":
-            out = [(cs, binary("div", v, a[1])) for cs, v in _peel(a[0], conv)]
+            out = [(cs, binary("div", v, a[1])) for cs, v in _peel(a[0], conv, memo)]
     if out is None or all(not cs for cs, _ in out):
         return [((), e)]
     return out
@@ -203,12 +216,14 @@ def _simplify_op(op):
 
     lifted = False
     cases = []  # (domain over out + remaining red vars, those vars, value)
+    kept = []  # the non-affine conditions, for pa.show
     for conds, value in terms:
         dom, opaque = full, []
         for c in conds:
             s = conv.try_set(c)
             if s is None:
                 opaque.append(c)
+                kept.append(c)
             else:
                 lifted = True
                 dom = dom.intersect(s)
@@ -225,7 +240,13 @@ def _simplify_op(op):
             cases.append((d, vars_, v))
     if not lifted:
         return None
-    return _build(op, out_vars, cases)
+    res = _build(op, out_vars, cases)
+    if kept:
+        res.attrs["fallback"] = (
+            f"{len(kept)} non-affine condition{'s' if len(kept) > 1 else ''} kept as a mask in the value "
+            f"(e.g. {kept[0]}): evaluated over the statement domain"
+        )
+    return res
 
 
 def _eliminate(dom, vars_, n, subst):
