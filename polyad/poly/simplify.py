@@ -242,10 +242,10 @@ def _simplify_op(op):
         return None
     res = _build(op, out_vars, cases)
     if kept:
-        res.attrs["fallback"] = (
-            f"{len(kept)} non-affine condition{'s' if len(kept) > 1 else ''} kept as a mask in the value "
-            f"(e.g. {kept[0]}): evaluated over the statement domain"
-        )
+        guards = [n.args[0] for st in res.statements for n in post_order(st.values)
+                  if isinstance(n, Call) and n.op == "select"]
+        example = f" (e.g. {guards[0]})" if guards else ""
+        res.attrs["fallback"] = f"non-affine condition kept as a mask in the value{example}, over the statement domain"
     return res
 
 
