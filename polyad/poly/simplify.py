@@ -107,8 +107,8 @@ def simplify_op(op):
         pass
     try:
         res = _simplify_op(op)
-    except NotAffine:
-        res = None
+    except (NotAffine, isl.Error, PolyadError):
+        res = None  # nothing proven: the stage stays as it is
     _MEMO[op] = res
     return res
 
@@ -212,6 +212,8 @@ def _simplify_op(op):
     all_vars = out_vars + red_vars
     conv = ToIsl(all_vars)
     full = box(all_vars)
+    if not where and not any(isinstance(n, Call) and n.op == "select" for n in post_order(src)):
+        return None  # no condition anywhere: nothing to lift
     terms = _merge([(cs + where, v) for cs, v in _peel(src, conv)])
 
     lifted = False

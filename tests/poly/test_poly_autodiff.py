@@ -120,3 +120,18 @@ def test_workload_gradients_simplify_fast(name, make):
         assert estimate(dX).stage(dX.op.name).iterations == 32 * 64 * 100 * 100
     if name == "dense":
         assert estimate(dX).stage(dX.op.name).flops == 2 * 32 * 1000 * 1000
+
+
+def test_chain_gradient_simplifies_in_linear_time():
+    # WORKLOADS "chain": y = x*(x*(...)), 200 deep; the raw adjoints are 200 select-sums
+    x = pa.placeholder((1000,), name="x")
+    y = x
+    for _ in range(200):
+        y = pa.ops.multiply(x, y)
+    H = pa.placeholder((1000,), name="H")
+    raw = list(pa.differentiate(y, [x], H, optimize=False))
+    t0 = time.perf_counter()
+    s = simplify(raw)
+    assert time.perf_counter() - t0 < 1.0
+    # every raw select-sum over (1000 x 1000) became a 1000-point elementwise stage
+    assert all(st.iterations <= 1000 for st in estimate(s).stages)
