@@ -106,3 +106,42 @@ def test_simplified_view_gradient_equals_raw_and_is_never_dearer(chain, seed):
     # a view moves data: whatever the chain, the only arithmetic left is summing the
     # elements of H that land on the same element of X (at most one add per element of H)
     assert e.flops <= int(np.prod(y_shape))
+
+
+@st.composite
+def window_consumers(draw):
+    """Y[o] = sum_r w(r) X[s*o + d*r - p] (guarded where it reads the padding), plus maybe a second read."""
+    n = draw(st.integers(3, 9))
+    k = draw(st.integers(1, 3))
+    s = draw(st.integers(1, 3))
+    d = draw(st.integers(1, 3))
+    p = draw(st.integers(0, 2))
+    out = (n + 2 * p - d * (k - 1) - 1) // s + 1
+    second = draw(st.sampled_from([None, "reverse", "half"]))
+    return n, k, s, d, p, out, second
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=window_consumers(), seed=st.integers(0, 100))
+def test_simplified_window_gradient_equals_raw(case, seed):
+    n, k, s, d, p, out, second = case
+    if out < 1:
+        return
+    H = pa.placeholder((out,), name="H")
+    Wt = pa.placeholder((k,), name="Wt")
+
+    def reads(o, r):
+        i = s * o[0] + d * r[0] - p
+        terms = [((i,), (i >= 0) & (i < n), H[o[0]] * Wt[r[0]])]
+        if second == "reverse":
+            terms.append((((n - 1) - (o[0] % n),), None, H[o[0]]))
+        elif second == "half":
+            terms.append(((o[0] // 2,), (o[0] // 2 < n), H[o[0]] * 0.5))
+        return terms
+
+    raw = raw_grad((n,), (out,), (k,), reads)
+    s_ = simplify(raw)
+    feed = {H: rand((out,), seed), Wt: rand((k,), seed + 1)}
+    np.testing.assert_allclose(pa.evaluate(s_, feed), pa.evaluate(raw, feed), rtol=1e-5, atol=1e-6)
+    assert estimate(s_).flops <= estimate(raw).flops
+    assert estimate(s_).iterations <= estimate(raw).iterations

@@ -219,3 +219,19 @@ def test_simplify_is_memoised_and_fast():
 def test_bad_input():
     with pytest.raises(pa.PolyadError):
         simplify("not a tensor")
+
+
+def test_conditions_the_domain_decides_are_folded():
+    # the guard inside exp() cannot be lifted, but on the domain (o = j + 1, 0 <= j < n - 1)
+    # `o >= 1` always holds and `o > n` never does: both selects disappear
+    n = 6
+    H = pa.placeholder((n,), name="H")
+    X = pa.placeholder((n,), name="X")
+    raw = raw_grad(
+        (n - 1,), (n,), (),
+        lambda o, r: [((o[0] - 1,), o[0] >= 1,
+                       H[o[0]] * pa.exp(pa.select(o[0] >= 1, X[o[0]], 0.0)) + pa.select(o[0] > n, X[0], 0.0))],
+    )
+    s = check_same(raw, {H: rand((n,)), X: rand((n,), 1)})
+    assert selects_and_compares(s) == []
+    assert "= H[i0 + 1]*exp(X[i0 + 1])" in pa.show(s)
