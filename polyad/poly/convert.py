@@ -288,7 +288,17 @@ class FromIsl:
             rng = self._range(Lin(r, lin.const))
             if rng is not None and _ifloor(Fraction(rng[0], den)) == _ifloor(Fraction(rng[1], den)):
                 return Lin(q, _ifloor(Fraction(rng[0], den)))
-        return Lin({self._floor_term(lin, den): 1})
+        if lin.terms and all(c < 0 for c in lin.terms.values()):
+            # floor((c - x)/d) == -floor((x - c + d - 1)/d): a numerator with positive terms reads better
+            inner = lin.scaled(-1)
+            inner.const += den - 1
+            return self._plain_floor(inner, den).scaled(-1)
+        return self._plain_floor(lin, den)
+
+    def _plain_floor(self, lin, den):
+        """floor(lin/den) with the constant of the numerator in [0, den): floor((x + 7)/5) = floor((x + 2)/5) + 1."""
+        q, c = divmod(lin.const, den)
+        return Lin({self._floor_term(Lin(lin.terms, c), den): 1}, q)
 
     # -- TE output -----------------------------------------------------------
     def _v(self, d):

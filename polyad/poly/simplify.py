@@ -353,7 +353,7 @@ def _build(op, out_vars, cases):
     out_box = box(out_vars)
     covered = out_box.subtract(out_box)  # empty, in the output space
     stmts = []
-    for dom, vars_, value in cases:
+    for dom, vars_, value in _merge_cases(cases, n):
         m = len(vars_) - n
         value = _fold_conditions(value, dom, vars_)
         if _is_zero(value):
@@ -390,6 +390,22 @@ def _build(op, out_vars, cases):
     if not rest.is_empty():
         stmts.append(Statement("Z", tuple(out_vars), n, rename(rest, out_vars, "Z"), (zero,)))
     return PolyOp(op.name, op.shape, (dtype,), tuple(stmts), {"source": op, "simplified": True})
+
+
+def _merge_cases(cases, n):
+    """Assignment cases (no reduction left) over equal domains become one: their values added."""
+    out = []
+    for dom, vars_, value in cases:
+        if len(vars_) == n:
+            for k, (d2, v2, val2) in enumerate(out):
+                if len(v2) == n and d2.is_equal(dom):
+                    out[k] = (d2, v2, binary("add", val2, value))
+                    break
+            else:
+                out.append((dom, vars_, value))
+        else:
+            out.append((dom, vars_, value))
+    return out
 
 
 def _intersect(a, b):

@@ -235,3 +235,19 @@ def test_conditions_the_domain_decides_are_folded():
     s = check_same(raw, {H: rand((n,)), X: rand((n,), 1)})
     assert selects_and_compares(s) == []
     assert "= H[i0 + 1]*exp(X[i0 + 1])" in pa.show(s)
+
+
+def test_readable_indices_for_reversals_and_equal_domains():
+    n = 5
+    H = pa.placeholder((n,), name="H")
+    rev = raw_grad((n,), (n,), (), lambda o, r: [((n - 1 - o[0],), None, H[o[0]])])
+    assert "  dX[i0] = H[4 - i0]" in pa.show(simplify(rev)).splitlines()
+    # reverse of a merge: Y[m] = X[(9 - m)//5, (9 - m)%5], m < 10
+    H2 = pa.placeholder((10,), name="H2")
+    rm = raw_grad((2, 5), (10,), (), lambda o, r: [(((9 - o[0]) // 5, (9 - o[0]) % 5), None, H2[o[0]])])
+    s = check_same(rm, {H2: rand((10,))})
+    assert "= H2[9 - 5*i0 - i1]" in pa.show(s)
+    # two reads reaching the same points with no reduction left: one statement, values added
+    both = raw_grad((n,), (n,), (), lambda o, r: [((o[0],), None, H[o[0]]), (((2 * o[0]) // 2,), None, H[o[0]] * 3.0)])
+    s = check_same(both, {H: rand((n,))})
+    assert len(s.op.statements) == 1 and estimate(s).iterations == n
