@@ -212,8 +212,9 @@ def _simplify_op(op):
     all_vars = out_vars + red_vars
     conv = ToIsl(all_vars)
     full = box(all_vars)
-    if not where and not any(isinstance(n, Call) and n.op == "select" for n in post_order(src)):
-        return None  # no condition anywhere: nothing to lift
+    if not (where or any(v.extent == 1 for v in red_vars)
+            or any(isinstance(n, Call) and n.op == "select" for n in post_order(src))):
+        return None  # no condition anywhere and no trivial reduction axis: nothing to do
     terms = _merge([(cs + where, v) for cs, v in _peel(src, conv)])
 
     lifted = False

@@ -251,3 +251,13 @@ def test_readable_indices_for_reversals_and_equal_domains():
     both = raw_grad((n,), (n,), (), lambda o, r: [((o[0],), None, H[o[0]]), (((2 * o[0]) // 2,), None, H[o[0]] * 3.0)])
     s = check_same(both, {H: rand((n,))})
     assert len(s.op.statements) == 1 and estimate(s).iterations == n
+
+
+def test_reduction_axes_of_extent_one_disappear():
+    H = pa.placeholder((2, 3, 1, 1), name="H")
+    y = pa.reduce_axis((0, 1), "y")
+    x = pa.reduce_axis((0, 1), "x")
+    T = pa.compute((2, 3, 4, 4), lambda n, c, h, w: pa.sum(H[n, c, y, x], axis=[y, x]), name="T")
+    s = check_same(T, {H: rand((2, 3, 1, 1))})
+    assert "  T[n, c, h, w] = H[n, c, 0, 0]" in pa.show(s).splitlines()
+    assert estimate(s).flops == 0
