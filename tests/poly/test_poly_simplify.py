@@ -261,3 +261,27 @@ def test_reduction_axes_of_extent_one_disappear():
     s = check_same(T, {H: rand((2, 3, 1, 1))})
     assert "  T[n, c, h, w] = H[n, c, 0, 0]" in pa.show(s).splitlines()
     assert estimate(s).flops == 0
+
+
+def test_evaluation_in_blocks_matches(monkeypatch):
+    import sys
+
+    ev = sys.modules["polyad.evaluate"]  # the module (pa.evaluate is the function)
+
+    n, c, f, h, k, st, p = 1, 2, 2, 9, 3, 2, 1
+    oh = out_size(h, k, st, 1, p)
+    H = pa.placeholder((n, f, oh, oh), name="H")
+    W = pa.placeholder((f, c, k, k), name="W")
+
+    def reads(o, r):
+        iy, ix = st * o[2] + r[1] - p, st * o[3] + r[2] - p
+        g = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < h)
+        return [((o[0], r[0], iy, ix), g, H[o[0], o[1], o[2], o[3]] * W[o[1], r[0], r[1], r[2]])]
+
+    dX = raw_grad((n, c, h, h), (n, f, oh, oh), (c, k, k), reads)
+    s = simplify(dX)
+    feed = {H: rand((n, f, oh, oh)), W: rand((f, c, k, k))}
+    whole = pa.evaluate(s, feed)
+    monkeypatch.setattr(ev, "BLOCK_ELEMENTS", 16)
+    np.testing.assert_array_equal(pa.evaluate(s, feed), whole)
+    np.testing.assert_allclose(whole, pa.evaluate(dX, feed), rtol=1e-5, atol=1e-6)
