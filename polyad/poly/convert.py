@@ -412,6 +412,8 @@ class FromIsl:
             return binary("ge", self.lin_expr(pos), self._c(-lin.const))
         if not pos.terms:
             return binary("le", self.lin_expr(neg), self._c(lin.const))
+        if lin.const == -1:  # neg + 1 <= pos  is  neg < pos
+            return binary("lt", self.lin_expr(neg), self.lin_expr(pos))
         if lin.const >= 0:
             pos.const = lin.const
         else:

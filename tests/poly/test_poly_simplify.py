@@ -285,3 +285,23 @@ def test_evaluation_in_blocks_matches(monkeypatch):
     monkeypatch.setattr(ev, "BLOCK_ELEMENTS", 16)
     np.testing.assert_array_equal(pa.evaluate(s, feed), whole)
     np.testing.assert_allclose(whole, pa.evaluate(dX, feed), rtol=1e-5, atol=1e-6)
+
+
+def test_prefix_head_dimensions_and_identity_head():
+    # dX[p, j] = sum_o select(o == (j+1) and o < n, H[p, o], 0): a Jacobian-shaped adjoint (prefix p)
+    n = 4
+    H = pa.placeholder((3, n), name="H")
+
+    def body(p, j):
+        o = pa.reduce_axis((0, n), "o")
+        return pa.sum(pa.select((o == j + 1) & (o < n), H[p, o], 0.0), axis=o)
+
+    dX = pa.compute((3, n), body, name="dX")
+    s = check_same(dX, {H: rand((3, n))})
+    lines = pa.show(s).splitlines()
+    assert "  dX[p, j] = H[p, j + 1]   where j <= 2" in lines and "  dX[p, j] = 0.0   where j == 3" in lines
+    # the identity head I[p, o] = (p == o) becomes 1 on the diagonal, a zero fill elsewhere
+    eye = pa.compute((3, 3), lambda a, b: pa.select(a == b, 1.0, 0.0), name="I")
+    s = check_same(eye, {})
+    assert "  I[a, b] = 1.0   where b == a" in pa.show(s).splitlines()
+    assert "  I[a, b] = 0.0   where a < b or b < a" in pa.show(s).splitlines()
