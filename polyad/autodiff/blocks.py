@@ -122,6 +122,15 @@ def diff_building_block(out, inp, head, optimize=True):
     shape = prefix + inp.shape
     name = f"d_{_safe(inp.name)}_from_{_safe(out.name)}"
     op = out.op
+    if not isinstance(op, ComputeOp) and hasattr(op, "as_compute"):
+        # a simplified (polyhedral) stage: differentiate its plain-compute equivalent
+        from .reverse import differentiate
+
+        if not any(t is inp for t in op.input_tensors):
+            return zeros(shape, inp.dtype, name)
+        # only the reads of inp by this stage count: the stage's other inputs are constants here
+        cut = {t: ([], lambda o, ins, h: []) for t in op.input_tensors if t is not inp}
+        return differentiate(op.as_compute(), [inp], head, override=cut, optimize=optimize)[0]
     if not isinstance(op, ComputeOp):
         raise NotDifferentiableError(
             f"tensor {out.name!r} is defined by a {type(op).__name__}, which has no derivative; "

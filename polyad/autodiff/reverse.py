@@ -26,11 +26,14 @@ class Gradients(list):
 
 
 def _simplify(tensors):
-    """The hook of the exact ISL simplifier (polyad/poly): tensors -> equivalent tensors.
+    """The exact ISL simplifier (polyad/poly): tensors -> equivalent tensors.
 
-    optimize=True calls it last, on every adjoint.  For now it returns them unchanged.
+    optimize=True calls it last, on every adjoint: nonzeroness conditions become
+    statement domains, index equalities eliminate reductions (docs/simplifier.md).
     """
-    return list(tensors)
+    from ..poly import simplify
+
+    return list(simplify(list(tensors)))
 
 
 def _edges(t, override):

@@ -141,6 +141,12 @@ class PolyOp(Operation):
 
         return evaluate_polyop(self, values)
 
+    def as_compute(self):
+        """An equivalent plain-compute graph (autodiff differentiates it: gradients of gradients)."""
+        from .to_compute import as_compute
+
+        return as_compute(self)
+
     def show_lines(self, printer, name, **kwargs):
         """Readable lines for ``pa.show``: one per statement, domains beyond the box shown."""
         from .numpy_eval import show_polyop
