@@ -16,18 +16,29 @@ from ..errors import ScheduleError
 
 @dataclass(frozen=True)
 class StageSchedule:
-    """How one stage is scheduled.
+    """How one stage is scheduled (loop-level decisions, applied by codegen to the isl schedule tree).
 
     ``grid_dims``: the outer output loops are mapped onto at most this many
     NDRange dimensions (1 to 3); when a stage has more output dimensions, the
     leading ones are fused into the first grid dimension.  The innermost output
-    loop becomes ``get_global_id(0)``.  Reductions stay sequential loops.
+    loop becomes ``get_global_id(0)``.
     ``local_size``: the work-group size (innermost first, as OpenCL), or None to
     let the OpenCL implementation choose.
+    ``tile``: per output dimension (outermost first), the block of outputs one
+    work-item computes; the NDRange iterates over blocks, and inside a block the
+    output points are unrolled around the reduction loop (unroll-and-jam:
+    register blocking).  None means 1 everywhere.
+    ``vectorize``: the innermost output dimension of a block is computed in
+    OpenCL ``floatN`` vectors (N in 1, 2, 4, 8, 16); it must divide that
+    dimension's tile size.
+    ``unroll``: unroll factor of the innermost reduction loop.
     """
 
     grid_dims: int = 3
     local_size: tuple = None
+    tile: tuple = None
+    vectorize: int = 1
+    unroll: int = 1
 
     def __post_init__(self):
         if not isinstance(self.grid_dims, int) or not 1 <= self.grid_dims <= 3:
@@ -37,15 +48,32 @@ class StageSchedule:
             if not 1 <= len(ls) <= 3 or any(not isinstance(x, int) or x <= 0 for x in ls):
                 raise ScheduleError(f"local_size must be 1 to 3 positive integers, got {self.local_size!r}")
             object.__setattr__(self, "local_size", ls)
+        if self.tile is not None:
+            t = tuple(self.tile)
+            if any(not isinstance(x, int) or x <= 0 for x in t):
+                raise ScheduleError(f"tile sizes must be positive integers, got {self.tile!r}")
+            object.__setattr__(self, "tile", t)
+        if self.vectorize not in (1, 2, 4, 8, 16):
+            raise ScheduleError(f"vectorize must be 1, 2, 4, 8 or 16, got {self.vectorize!r}")
+        if not isinstance(self.unroll, int) or self.unroll <= 0:
+            raise ScheduleError(f"unroll must be a positive integer, got {self.unroll!r}")
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule for a whole build: per-stage decisions keyed by stage name."""
+    """A schedule for a whole build.
+
+    ``stages``: loop-level decisions per stage, keyed by the stage's unique name
+    (as ``pa.show`` prints it).  ``inline``: names of reduction-free stages to
+    inline into their consumers, and ``rfactor``: stage name -> factor, both
+    graph-level transformations applied to the tensor graph before codegen.
+    """
 
     name: str = "naive"
     stages: dict = field(default_factory=dict)
     default: StageSchedule = StageSchedule()
+    inline: frozenset = frozenset()
+    rfactor: dict = field(default_factory=dict)
 
     def for_stage(self, name):
         return self.stages.get(name, self.default)
