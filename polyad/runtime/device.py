@@ -71,10 +71,46 @@ def select_device(spec=None):
         listing = "\n  ".join(describe(p, d) for p, d in pairs)
         raise DeviceError(f"no OpenCL device matches {spec!r}; the devices are:\n  {listing}")
     cl = _cl()
-    for p, d in pairs:
-        if "portable computing language" in p.name.lower() and d.type & cl.device_type.CPU:
+    pocl_cpu = [d for p, d in pairs if "portable computing language" in p.name.lower() and d.type & cl.device_type.CPU]
+    others = [d for p, d in pairs if d not in pocl_cpu]
+    problems = []
+    for d in pocl_cpu + others:
+        why = compile_problem(d)
+        if why is None:
             return d
-    return pairs[0][1]
+        problems.append(f"{d.platform.name.strip()} | {d.name.strip()}: {why}")
+    raise DeviceError(
+        "no OpenCL device here can compile a kernel:\n  " + "\n  ".join(problems) + "\n" + FIX_HINT
+    )
+
+
+FIX_HINT = (
+    "run `python3 -m polyad.runtime.doctor --fix` (on Debian/Ubuntu as root it installs the system PoCL, "
+    "pocl-opencl-icd), or install a vendor OpenCL driver; POLYAD_DEVICE picks a device by name"
+)
+
+_PROBES = {}
+
+
+def compile_problem(device):
+    """None when ``device`` compiles a trivial kernel, else the compiler's first error line.
+
+    pip's PoCL cannot compile on CPUs newer than its LLVM (e.g. AMD Zen 5: "unknown
+    target CPU 'generic'"), so the default device is the first that really compiles.
+    The answer is cached per process.
+    """
+    key = device.int_ptr
+    if key not in _PROBES:
+        cl = _cl()
+        try:
+            ctx = cl.Context([device])
+            cl.Program(ctx, "__kernel void polyad_probe(__global int *a) { a[0] = 1; }").build()
+            _PROBES[key] = None
+        except Exception as e:  # noqa: BLE001 - whatever the platform says is the answer
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            errs = [ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln]
+            _PROBES[key] = (errs or lines or [type(e).__name__])[0]
+    return _PROBES[key]
 
 
 @dataclass(eq=False)

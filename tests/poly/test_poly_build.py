@@ -1,5 +1,7 @@
 """The statement forms simplify() produces compile and run (pa.build, naive schedule) like pa.evaluate."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,8 @@ def _build_or_skip(outs, ins):
     try:
         return pa.build(outs, ins, schedule="naive")
     except pa.DeviceError as e:  # no OpenCL device on this machine: nothing to run on
+        if not os.environ.get("POLYAD_ALLOW_NO_OPENCL"):
+            raise
         pytest.skip(str(e))
 
 
