@@ -37,7 +37,7 @@ def run(batch=32, n_in=1000, n_out=1000, schedule="naive", out=print):
     fwd = pa.build(Y, [X, W, B], schedule=schedule)
     bwd = pa.build([dX, dW, dB], [X, W, B, H], schedule=schedule)
     t_build = time.perf_counter() - t0
-    out(f"\nbuilt forward and backward ({schedule} schedule) on {fwd.device_name} in {t_build:.2f} s")
+    out(f"\nbuilt forward and backward ({schedule} schedule) on {fwd.device.name.strip()} in {t_build:.2f} s")
 
     y = fwd(x, w, b)
     dx, dw, db = bwd(x, w, b, h)

@@ -1,0 +1,40 @@
+"""The polyad command: demo (small shapes), doctor, devices."""
+
+import subprocess
+import sys
+
+import pytest
+
+from polyad.cli import main
+from polyad.demo import run
+
+pytestmark = pytest.mark.opencl
+
+
+def test_demo_differentiates_builds_and_checks_a_small_dense_layer():
+    lines = []
+    assert run(batch=3, n_in=7, n_out=5, out=lines.append) == 0
+    text = "\n".join(lines)
+    assert "d_W_from_dense_matmul[i0, i1] = sum(" in text  # the simplified gradient is shown
+    assert "iterations" in text and "flops" in text  # with its estimate
+    for name in ("Y", "dX", "dW", "dB"):
+        assert any(ln.strip().startswith(name) and ln.endswith("ok") for ln in lines), name
+    assert lines[-1] == "OK"
+
+
+def test_doctor_reports_a_device_that_compiles(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "doctor: OK" in out and out.startswith("ok ")
+
+
+def test_devices_lists_the_default_first_marker(capsys):
+    assert main(["devices"]) == 0
+    assert "* " in capsys.readouterr().out
+
+
+def test_console_entry_point_runs_as_a_module():
+    r = subprocess.run([sys.executable, "-m", "polyad.cli", "demo", "--batch", "2", "--n-in", "4", "--n-out", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith("OK")
