@@ -177,22 +177,7 @@ class ExprPrinter:
 
     def emit(self, roots):
         """(declaration lines, one C expression per root); shared safe subexpressions become temps."""
-        nodes = post_order(tuple(roots))
-        uses = {}
-        for r in roots:
-            uses[id(r)] = uses.get(id(r), 0) + 1
-        for nd in nodes:
-            for ch in nd.children():
-                uses[id(ch)] = uses.get(id(ch), 0) + 1
-        # nodes every evaluation of the roots computes anyway: hoisting them is safe
-        uncond, stack = set(), list(roots)
-        while stack:
-            nd = stack.pop()
-            if id(nd) in uncond:
-                continue
-            uncond.add(id(nd))
-            skip = _CONDITIONAL.get(nd.op, ()) if isinstance(nd, Call) else ()
-            stack.extend(ch for i, ch in enumerate(nd.children()) if i not in skip)
+        nodes, uses, uncond = _analyse(roots)
         has_load = {}
         text, lines = {}, []
         for nd in nodes:
@@ -264,6 +249,142 @@ class ExprPrinter:
         raise ValueError(f"no OpenCL form for the operator {op!r}")
 
 
+def _analyse(roots):
+    """(nodes in post order, use counts, ids of the nodes every evaluation of the roots computes)."""
+    nodes = post_order(tuple(roots))
+    uses = {}
+    for r in roots:
+        uses[id(r)] = uses.get(id(r), 0) + 1
+    for nd in nodes:
+        for ch in nd.children():
+            uses[id(ch)] = uses.get(id(ch), 0) + 1
+    # nodes every evaluation of the roots computes anyway: hoisting them is safe
+    uncond, stack = set(), list(roots)
+    while stack:
+        nd = stack.pop()
+        if id(nd) in uncond:
+            continue
+        uncond.add(id(nd))
+        skip = _CONDITIONAL.get(nd.op, ()) if isinstance(nd, Call) else ()
+        stack.extend(ch for i, ch in enumerate(nd.children()) if i not in skip)
+    return nodes, uses, uncond
+
+
+_LANE = "0123456789abcdef"
+# operators printed the same way on OpenCL vectors (scalar operands widen implicitly)
+_VEC_FLOAT_OPS = frozenset(["add", "sub", "mul", "div", "neg", "exp", "log", "log2", "log1p", "sqrt", "rsqrt",
+                            "tanh", "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "sigmoid", "abs"])
+_VEC_INT_OPS = frozenset(["add", "sub", "mul", "neg"])
+
+
+class VectorPrinter(ExprPrinter):
+    """Prints TE expressions over ``width`` lanes of OpenCL vectors.
+
+    ``lanes`` maps vector-valued variables to (vector C text, [C text of lane
+    k], unit) where ``unit`` says the variable steps by 1 per lane (the
+    vectorized output index).  Nodes that do not depend on a lane variable stay
+    scalar (OpenCL widens them where they meet vectors).  Loads whose last
+    index is ``unit var + e`` (the other indices lane-free) are ``vloadN``;
+    arithmetic and the math builtins are printed on vectors; everything else
+    that depends on the lane (selects, comparisons, helpers, gathers) is
+    evaluated lane by lane and assembled, ``(floatN)(l0, l1, ...)``.
+    """
+
+    def __init__(self, ctx, var_names, tensor_names, width, lanes, temp_prefix="t"):
+        super().__init__(ctx, var_names, tensor_names, temp_prefix)
+        self.width = width
+        self.lanes = lanes
+        self._lane_text = [dict() for _ in range(width)]
+
+    def vtype(self, dtype):
+        return f"{self.ctx.ctype(dtype)}{self.width}"
+
+    def emit(self, roots):
+        """(declaration lines, C text per root, whether each root is a vector)."""
+        nodes, uses, uncond = _analyse(roots)
+        has_load, dep = {}, {}
+        self._text, lines = {}, []
+        text = self._text
+        for nd in nodes:
+            has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
+            d = (isinstance(nd, Var) and id(nd) in self.lanes) or any(dep[id(ch)] for ch in nd.children())
+            dep[id(nd)] = d
+            self._dep = dep
+            if d:
+                s = self._vnode(nd)
+                ty = None if s is None else self.vtype(nd.dtype)
+            else:
+                s = self._node(nd, [text[id(ch)] for ch in nd.children()])
+                ty = self.ctx.ctype(nd.dtype)
+            shared = uses.get(id(nd), 0) > 1 and isinstance(nd, (Call, Load))
+            if s is not None and shared and (id(nd) in uncond or not has_load[id(nd)]):
+                name = f"{self.temp_prefix}{self.n_temps}"
+                self.n_temps += 1
+                lines.append(f"const {ty} {name} = {_strip(s)}")
+                s = name
+            text[id(nd)] = s
+        return lines, [text[id(r)] for r in roots], [dep[id(r)] for r in roots]
+
+    def _vnode(self, nd):
+        """Vector C text of a lane-dependent node (None for bools: their users go lane by lane)."""
+        if isinstance(nd, Var):
+            return self.lanes[id(nd)][0]
+        if nd.dtype == "bool":
+            return None
+        text, dep = self._text, self._dep
+        kids = nd.children()
+        if isinstance(nd, Load):
+            t = nd.tensor
+            ix = nd.indices
+            last = ix[-1] if ix else None
+            if t.dtype != "bool" and last is not None and not any(dep[id(x)] for x in ix[:-1]) and self._unit(last):
+                parts = [_strip(text[id(x)]) for x in ix[:-1]] + [_strip(self._lane(last, 0))]
+                return f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat_index(self.ctx, parts, t.shape)})"
+        elif isinstance(nd, Call) and all(text[id(ch)] is not None for ch in kids):
+            ops = _VEC_FLOAT_OPS if dt.is_float(nd.dtype) else _VEC_INT_OPS
+            if nd.op == "cast" and kids[0].dtype != "bool":
+                ct, at = self.ctx.ctype(nd.dtype), self.ctx.ctype(kids[0].dtype)
+                x = text[id(kids[0])]
+                return x if ct == at else f"convert_{ct}{self.width}({_strip(x)})"
+            if nd.op in ops and all(ch.dtype == nd.dtype for ch in kids):
+                return self._node(nd, [text[id(ch)] for ch in kids])
+        lanes = ", ".join(_strip(self._lane(nd, k)) for k in range(self.width))
+        return f"(({self.vtype(nd.dtype)})({lanes}))"
+
+    def _unit(self, e):
+        """True when ``e`` is ``v``, ``v + x``, ``x + v`` or ``v - x`` for the unit-stride lane variable v."""
+        dep = self._dep
+
+        def unit_var(x):
+            return isinstance(x, Var) and id(x) in self.lanes and self.lanes[id(x)][2]
+
+        if unit_var(e):
+            return True
+        if isinstance(e, Call) and e.op in ("add", "sub"):
+            a, b = e.args
+            if unit_var(a) and not dep[id(b)]:
+                return True
+            if e.op == "add" and unit_var(b) and not dep[id(a)]:
+                return True
+        return False
+
+    def _lane(self, root, k):
+        """Scalar C text of lane ``k`` of a node (lane-free subexpressions reuse their scalar text)."""
+        memo = self._lane_text[k]
+        if id(root) in memo:
+            return memo[id(root)]
+        for x in post_order((root,)):
+            if id(x) in memo:
+                continue
+            if not self._dep[id(x)]:
+                memo[id(x)] = self._text[id(x)]
+            elif isinstance(x, Var):
+                memo[id(x)] = self.lanes[id(x)][1][k]
+            else:
+                memo[id(x)] = self._node(x, [memo[id(ch)] for ch in x.children()])
+        return memo[id(root)]
+
+
 def _strip(s):
     """Drop one pair of redundant outer parentheses."""
     return s[1:-1] if s.startswith("(") and _balanced_outer(s) else s
@@ -329,6 +450,12 @@ class KernelWriter:
         for si, st in enumerate(self.spec.statements):
             if st.combiner is not None:
                 self.acc[si] = [f"acc{si}_{i}" for i in range(len(st.values))]
+        # full tiles keep one accumulator per block point: private arrays indexed by the
+        # unrolled point (constants), which the compiler keeps in registers
+        self.block_acc = {}
+        for ist in statements.values():
+            if ist.stage is op and ist.kind == "block" and ist.stmt.combiner is not None:
+                self.block_acc[ist.index] = (ist, [f"acc{ist.index}_{i}_b" for i in range(len(ist.stmt.values))])
         # statement variables keep their names where they do not clash
         self.var_names = {}
         for st in self.spec.statements:
@@ -362,6 +489,11 @@ class KernelWriter:
             st = self.spec.statements[si]
             for nm, v in zip(names, st.values):
                 body.append(c.Statement(f"{ctx.ctype(v.dtype)} {nm}"))
+        for si, (ist, names) in self.block_acc.items():
+            size = math.prod(_block_box(ist))
+            for nm, v in zip(names, ist.stmt.values):
+                ty = ctx.ctype(v.dtype) + (str(ist.vec) if ist.vec > 1 else "")
+                body.append(c.Statement(f"{ty} {nm}[{size}]"))
         body += self.nodes(self.lk.ast)
         decl = cl.CLKernel(c.FunctionDeclaration(c.Value("void", self.spec.name), params))
         return c.FunctionBody(decl, c.Block(body))
@@ -399,6 +531,8 @@ class KernelWriter:
         ist = self.statements[name]
         st = ist.stmt
         args = [_strip(ast_expr(ctx, call.get_op_arg(i))) for i in range(1, call.get_op_n_arg())]
+        if ist.kind == "block":
+            return self.block_user(ist, args)
         vnames = self.var_names[id(st)]
         lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(st.vars, args)]
         env = {id(v): vnames[id(v)] for v in st.vars[: len(args)]}
@@ -420,6 +554,95 @@ class KernelWriter:
             lines += [c.Statement(f"{s} = {_store(a, t)}") for s, a, t in zip(stores, accs, self.outputs)]
         else:
             lines += self._update(st, ist.index, printer)
+        return c.Block(lines)
+
+    def block_user(self, ist, args):
+        """One point (or one vector of points) of a full tile: block coordinates b, point l, reductions r."""
+        ctx, st, vec = self.ctx, ist.stmt, ist.vec
+        n = st.n_out
+        tile, box = ist.tile, _block_box(ist)
+        b, l, r = args[:n], args[n: 2 * n], args[2 * n:]
+        vnames = self.var_names[id(st)]
+        lines = []
+        for d, v in enumerate(st.out_vars):
+            step = vec if d == n - 1 else 1
+            o = _affine(ctx, [(tile[d], b[d]), (step, l[d])])
+            lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), o))
+        for v, a in zip(st.red_vars, r):
+            lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a))
+        env = {id(v): vnames[id(v)] for v in st.vars[: n + len(r)]}
+        # the local point index: a literal once the AST generator has unrolled the point loops
+        terms, stride = [], 1
+        for d in reversed(range(n)):
+            terms.append((stride, l[d]))
+            stride *= box[d]
+        p = _affine(ctx, terms)
+        flat = flat_index(ctx, [vnames[id(v)] for v in st.out_vars], self.spec.stage.shape)
+        lanes = {}
+        if vec > 1:
+            j = st.out_vars[-1]
+            jt = ctx.ctype(j.dtype)
+            jn = vnames[id(j)]
+            lanes[id(j)] = (f"({jn} + ({jt}{vec})({', '.join(map(str, range(vec)))}))", [jn] + [f"({jn} + {k})" for k in range(1, vec)], True)
+
+        def printer(extra=None, prefix="t"):
+            if vec == 1:
+                return ExprPrinter(ctx, {**env, **{k: v[0] for k, v in (extra or {}).items()}}, self.tensor_names, prefix)
+            return VectorPrinter(ctx, env, self.tensor_names, vec, {**lanes, **(extra or {})}, prefix)
+
+        def values(pr, exprs):
+            out = pr.emit(exprs)
+            if vec == 1:
+                return out[0], out[1]
+            decls, texts, isvec = out
+            return decls, [t if v else f"(({pr.vtype(e.dtype)})({_strip(t)}))" for t, v, e in zip(texts, isvec, exprs)]
+
+        def store(t, value):
+            if vec == 1:
+                return f"{self.tensor_names[id(t)]}[{flat}] = {_store(value, t)}"
+            return f"vstore{vec}({_strip(value)}, 0, {self.tensor_names[id(t)]} + {flat})"
+
+        def load(t):
+            if vec == 1:
+                return _load(f"{self.tensor_names[id(t)]}[{flat}]", t)
+            return f"vload{vec}(0, {self.tensor_names[id(t)]} + {flat})"
+
+        if ist.role == "assign":
+            decls, vals = values(printer(), st.values)
+            lines += [c.Statement(d) for d in decls]
+            lines += [c.Statement(store(t, v)) for t, v in zip(self.outputs, vals)]
+            return c.Block(lines)
+        accs = [f"{a}[{p}]" for a in self.block_acc[ist.index][1]]
+        if ist.role == "init":
+            if st.accumulate:
+                lines += [c.Statement(f"{a} = {load(t)}") for a, t in zip(accs, self.outputs)]
+            else:
+                for a, i in zip(accs, st.combiner.identity):
+                    lit = ctx.lit(i.value, i.dtype)
+                    lines.append(c.Statement(f"{a} = {lit if vec == 1 else f'({ctx.ctype(i.dtype)}{vec})({lit})'}"))
+        elif ist.role == "final":
+            lines += [c.Statement(store(t, a)) for a, t in zip(accs, self.outputs)]
+        else:
+            comb = st.combiner
+            decls, vals = values(printer(), st.values)
+            lines += [c.Statement(d) for d in decls]
+            extra = {}
+            for k, (x, a) in enumerate(zip(comb.lhs, accs)):
+                extra[id(x)] = (a, [f"{a}.s{_LANE[q]}" for q in range(vec)], False)
+            for k, (y, v) in enumerate(zip(comb.rhs, vals)):
+                ty = ctx.ctype(y.dtype) + (str(vec) if vec > 1 else "")
+                lines.append(c.Statement(f"const {ty} y{k} = {_strip(v)}"))
+                extra[id(y)] = (f"y{k}", [f"y{k}.s{_LANE[q]}" for q in range(vec)], False)
+            rp = printer(extra, "r")
+            rdecls, res = values(rp, comb.result)
+            lines += [c.Statement(d) for d in rdecls]
+            if len(accs) == 1:
+                lines.append(c.Statement(f"{accs[0]} = {_strip(res[0])}"))
+            else:
+                for k, (rv, x) in enumerate(zip(res, comb.lhs)):
+                    ty = ctx.ctype(x.dtype) + (str(vec) if vec > 1 else "")
+                    lines.append(c.Statement(f"const {ty} n{k} = {_strip(rv)}"))
+                lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return c.Block(lines)
 
     def _update(self, st, si, printer):
@@ -444,6 +667,21 @@ class KernelWriter:
                 lines.append(c.Statement(f"const {ctx.ctype(x.dtype)} n{k} = {_strip(r)}"))
             lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return lines
+
+
+def _block_box(ist):
+    """Extents of the point loops of a full-tile statement (the last one counts vectors)."""
+    return tuple(t // ist.vec if d == len(ist.tile) - 1 else t for d, t in enumerate(ist.tile))
+
+
+def _affine(ctx, terms):
+    """C text of sum(coef * x) for (int coef, C text x); folded to a literal when every x is one."""
+    try:
+        return ctx.int_lit(sum(k * int(x.removesuffix("L")) for k, x in terms))
+    except ValueError:
+        pass
+    parts = [x if k == 1 else f"{k} * {x if _atomic(x) else f'({x})'}" for k, x in terms if k and x != "0"]
+    return " + ".join(parts) or "0"
 
 
 def _as_block(items):

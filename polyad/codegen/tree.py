@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from ..errors import ScheduleError
 from ..poly.stage import dim_names, statements_of
 
 KERNEL_MARK = "kernel "
@@ -66,7 +67,14 @@ def _looks_generated(name):
 
 @dataclass(frozen=True, eq=False)
 class IslStatement:
-    """One isl statement: a role of one stage statement (assign, init, update or final)."""
+    """One isl statement: a role of one stage statement (assign, init, update or final).
+
+    A ``point`` statement's tuple is the stage statement's variables (outputs,
+    then reductions).  A ``block`` statement (a full tile of a tiled stage) has
+    the tuple ``[b_0..b_{n-1}, l_0..l_{n-1}, r...]``: output ``o_d = tile_d *
+    b_d + l_d``, except that with ``vec > 1`` the last ``l`` counts vectors:
+    ``o_{n-1} = tile * b + vec * l + lane`` for the lanes ``0..vec-1``.
+    """
 
     name: str  # the isl tuple name
     stage: object  # the operation
@@ -74,6 +82,9 @@ class IslStatement:
     index: int  # position of stmt in its stage
     role: str  # "assign" | "init" | "update" | "final"
     domain: object  # isl.Set named ``name``
+    kind: str = "point"  # "point" | "block"
+    tile: tuple = None  # block statements: the tile sizes
+    vec: int = 1  # block statements: vector width of the last output dim
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +110,16 @@ class ModuleTree:
         raise KeyError(name)
 
 
+def tuple_names(ist):
+    """isl-safe names of the tuple dimensions of an IslStatement (as its domain has them)."""
+    k = ist.domain.dim(isl.dim_type.set)
+    if ist.kind == "block":
+        n = ist.stmt.n_out
+        m = len(ist.stmt.vars) - n
+        return ([f"pa_b{d}" for d in range(n)] + [f"pa_l{d}" for d in range(n)] + [f"pa_r{d}" for d in range(m)])[:k]
+    return dim_names(ist.stmt.vars[:k])
+
+
 def _band(stmts, exprs_of):
     """A MultiUnionPwAff band: member d maps each statement to exprs_of(st)[d] (isl syntax)."""
     per_stmt = [(st, exprs_of(st)) for st in stmts]
@@ -107,10 +128,23 @@ def _band(stmts, exprs_of):
     for d in range(n):
         parts = []
         for st, exprs in per_stmt:
-            names = dim_names(st.stmt.vars[: st.domain.dim(isl.dim_type.set)])
-            parts.append(f"{st.name}[{', '.join(names)}] -> [({exprs[d]})]")
+            parts.append(f"{st.name}[{', '.join(tuple_names(st))}] -> [({exprs[d]})]")
         members.append("{ " + "; ".join(parts) + " }")
     return isl.MultiUnionPwAff("[" + ", ".join(members) + "]")
+
+
+def _insert_band(sched, stmts, exprs_of, loop_type=None, coincident=False):
+    """``sched`` with a band (members from exprs_of) inserted at its top; no-op for zero members."""
+    if not stmts or not exprs_of(stmts[0]):
+        return sched
+    sched = sched.insert_partial_schedule(_band(stmts, exprs_of))
+    node = sched.get_root().child(0)
+    for d in range(node.band_n_member()):
+        if loop_type is not None:
+            node = node.band_member_set_ast_loop_type(d, loop_type)
+        if coincident:
+            node = node.band_member_set_coincident(d, 1)
+    return node.get_schedule()
 
 
 def _grid_exprs(shape, names, grid_dims):
@@ -139,6 +173,167 @@ def _statement_schedule(ist_init, ist_update, ist_final, n_red):
     )
 
 
+def stage_tiling(op, sched_of):
+    """(tile, vec, unroll) of a stage, checked against it; tile None means the naive loops.
+
+    Raises ScheduleError naming the stage (and the axis) for a tile of the
+    wrong rank, a vector width that does not divide the innermost tile size,
+    or vectors of a dtype OpenCL has no vector type for.
+    """
+    n = len(op.shape)
+    tile, vec, unroll = sched_of.tile, sched_of.vectorize, sched_of.unroll
+    axes = [v.name for v in statements_of(op)[0].out_vars] if n else []
+    if tile is not None and len(tile) != n:
+        raise ScheduleError(
+            f"stage {op.name!r}: tile {tuple(tile)} has {len(tile)} sizes but the output {list(op.shape)} has rank {n}"
+        )
+    if vec > 1:
+        if n == 0:
+            raise ScheduleError(f"stage {op.name!r}: vectorize={vec} needs an output axis, the stage is a scalar")
+        if tile is None:
+            tile = (1,) * (n - 1) + (vec,)
+        if tile[-1] % vec:
+            raise ScheduleError(
+                f"stage {op.name!r}: vectorize={vec} must divide the tile size {tile[-1]} of the innermost axis {axes[-1]!r}"
+            )
+        bad = [op.output(i).name for i in range(op.num_outputs) if op.output_dtype(i) == "bool"]
+        if bad:
+            raise ScheduleError(f"stage {op.name!r}: bool outputs {bad} cannot be vectorized (no OpenCL bool vectors)")
+    if tile is None and unroll > 1:
+        tile = (1,) * n
+    return (tuple(tile) if tile is not None else None), vec, unroll
+
+
+def _join(*groups):
+    return ", ".join(x for g in groups for x in g)
+
+
+def _split_full_tiles(st, tile, vec):
+    """(full-tile domain over [b, l, r], partial domain over the statement's own tuple).
+
+    A tile (block ``b``) is full when all its output points are in the
+    statement's output domain and they all reduce over the same reduction
+    points: then one code path (unrolled points, vectors, no guards) covers
+    it.  Every other point stays in the partial domain (naive loops, exact
+    isl bounds): the two domains partition the statement's instances.
+    """
+    D = st.domain
+    sname = D.get_tuple_name()
+    n, m = st.n_out, len(st.vars) - st.n_out
+    b = [f"pa_b{d}" for d in range(n)]
+    l = [f"pa_l{d}" for d in range(n)]
+    r = [f"pa_r{k}" for k in range(m)]
+    lbox = " and ".join(f"0 <= {x} < {t}" for x, t in zip(l, tile)) or "true"
+    o = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile, b, l)]
+    o0 = [f"{t}*{bb}" for t, bb in zip(tile, b)]
+    Dl = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o, r)}] : {lbox} }}").reverse())
+    D0 = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {lbox} }}").reverse())
+    O = D.project_out(isl.dim_type.set, n, m).set_tuple_name(sname)
+    Ol = O.apply(isl.Map(f"{{ [{_join(b, l)}] -> {sname}[{_join(o)}] : {lbox} }}").reverse())
+    cand = Ol.project_out(isl.dim_type.set, n, n)
+    whole = cand.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))
+    missing = whole.subtract(Ol).project_out(isl.dim_type.set, n, n)
+    ragged = Dl.subtract(D0).union(D0.subtract(Dl)).project_out(isl.dim_type.set, n, n + m)
+    full_blocks = cand.subtract(missing).subtract(ragged).coalesce()
+    lv = l[:-1] + [l[-1]] if n else []
+    vbox = " and ".join(
+        f"0 <= {x} < {t // vec if d == n - 1 else t}" for d, (x, t) in enumerate(zip(lv, tile))
+    ) or "true"
+    full = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(o0, r)}] : {vbox} }}").reverse())
+    full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
+    ocons = " and ".join(f"{t}*{bb} <= {x} < {t}*{bb} + {t}" for t, bb, x in zip(tile, b, [f"pa_o{d}" for d in range(n)])) or "true"
+    covered = full_blocks.apply(
+        isl.Map(f"{{ [{_join(b)}] -> {sname}[{_join([f'pa_o{d}' for d in range(n)], r)}] : {ocons} }}")
+    )
+    partial = D.subtract(covered).coalesce()
+    return full, partial
+
+
+def _reduction_bands(sched, stmts, unroll):
+    """The reduction band of update statements on top of ``sched``; the innermost reduction
+    loop split by ``unroll`` with the inner part unrolled by the AST generator."""
+    def red(st):
+        names = tuple_names(st)
+        return names[len(names) - (len(st.stmt.vars) - st.stmt.n_out):]
+
+    if unroll > 1:
+        sched = _insert_band(sched, stmts, lambda st: red(st)[-1:], loop_type=isl.ast_loop_type.unroll)
+        return _insert_band(sched, stmts, lambda st: red(st)[:-1] + [f"floor({red(st)[-1]}/{unroll})"] if red(st) else [])
+    return _insert_band(sched, stmts, red)
+
+
+def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
+    """IslStatements and the schedule (grid band on top) of a tiled stage."""
+    n = len(op.shape)
+    blocks = tuple(-(-s // t) for s, t in zip(op.shape, tile))
+    ists, parts = [], []
+    unrolled = isl.ast_loop_type.unroll
+    for si, st in enumerate(stmts):
+        base = c_identifier(f"{kname}_{st.name}", used_stmt)
+        full, partial = _split_full_tiles(st, tile, vec)
+        m = len(st.vars) - st.n_out
+        if full.is_empty() and partial.is_empty():
+            partial = st.domain
+        if not full.is_empty():
+            blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
+
+            def points(x):
+                return tuple_names(x)[n: 2 * n]
+
+            if st.combiner is None:
+                ist = IslStatement(base + "_t", role="assign", domain=full.set_tuple_name(base + "_t"), **blk)
+                ists.append(ist)
+                parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
+            else:
+                out = full.project_out(isl.dim_type.set, 2 * n, m)
+                init = IslStatement(base + "_t_init", role="init", domain=out.set_tuple_name(base + "_t_init"), **blk)
+                upd = IslStatement(base + "_t", role="update", domain=full.set_tuple_name(base + "_t"), **blk)
+                fin = IslStatement(base + "_t_final", role="final", domain=out.set_tuple_name(base + "_t_final"), **blk)
+                ists += [init, upd, fin]
+                # unroll-and-jam: the block's points inside the reduction loop, one accumulator each
+                u = _reduction_bands(
+                    _insert_band(isl.Schedule.from_domain(isl.UnionSet(upd.domain)), [upd], points, unrolled),
+                    [upd], unroll,
+                )
+                parts.append(
+                    _insert_band(isl.Schedule.from_domain(isl.UnionSet(init.domain)), [init], points, unrolled)
+                    .sequence(u)
+                    .sequence(_insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled))
+                )
+        if not partial.is_empty():
+            if st.combiner is None:
+                own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base))]
+                part = isl.Schedule.from_domain(isl.UnionSet(own[0].domain))
+            else:
+                out = partial.project_out(isl.dim_type.set, n, m)
+                own = [
+                    IslStatement(base + "_init", op, st, si, "init", out.set_tuple_name(base + "_init")),
+                    IslStatement(base, op, st, si, "update", partial.set_tuple_name(base)),
+                    IslStatement(base + "_final", op, st, si, "final", out.set_tuple_name(base + "_final")),
+                ]
+                part = (
+                    isl.Schedule.from_domain(isl.UnionSet(own[0].domain))
+                    .sequence(_reduction_bands(isl.Schedule.from_domain(isl.UnionSet(own[1].domain)), [own[1]], unroll))
+                    .sequence(isl.Schedule.from_domain(isl.UnionSet(own[2].domain)))
+                )
+            ists += own
+            parts.append(_insert_band(part, own, lambda x: tuple_names(x)[:n], coincident=True))
+    sched = parts[0]
+    for p in parts[1:]:
+        sched = sched.sequence(p)
+
+    def grid(x):
+        names = tuple_names(x)
+        if x.kind == "block":
+            idx = names[:n]
+        else:
+            idx = [nm if t == 1 else f"floor({nm}/{t})" for nm, t in zip(names[:n], tile)]
+        return _grid_exprs(blocks, idx, grid_dims)
+
+    sched = _insert_band(sched, ists, grid, coincident=True)
+    return ists, sched
+
+
 def build_tree(stages, schedule):
     """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``."""
     used_kernel, used_stmt = set(), set()
@@ -147,6 +342,16 @@ def build_tree(stages, schedule):
         sched_of = schedule.for_stage(op.name)
         kname = c_identifier(op.name, used_kernel)
         stmts = statements_of(op)
+        tile, vec, unroll = stage_tiling(op, sched_of)
+        if tile is not None:
+            ists, sched = _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, sched_of.grid_dims)
+            for ist in ists:
+                table[ist.name] = ist
+            node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
+            node = node.insert_mark(isl.Id(KERNEL_MARK + kname))
+            stage_scheds.append(node.get_schedule())
+            kernels.append(KernelSpec(kname, op, tuple(stmts), sched_of.local_size))
+            continue
         ists, parts = [], []
         for si, st in enumerate(stmts):
             n, m = st.n_out, len(st.vars) - st.n_out
