@@ -15,6 +15,7 @@ speed second:
 """
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -62,14 +63,28 @@ NUMPY_OPS = {
 }
 
 
+#: CommReducer.kind() -> (numpy reduction, the name of the combining op in NUMPY_OPS)
+REDUCTIONS = {"sum": (np.sum, "add"), "prod": (np.prod, "mul"), "max": (np.max, "max"), "min": (np.min, "min")}
+
+
+def neutral(kind, dtype):
+    """The neutral element of a standard reduction kind in ``dtype``: what a masked-out point contributes."""
+    return {"sum": 0, "prod": 1, "max": dt.min_value(dtype), "min": dt.max_value(dtype)}[kind]
+
+
 def _and(m, c):
     if m is None:
         return c
     return np.logical_and(m, c)
 
 
-class _Block:
-    """Evaluates expressions of one stage over a block of its domain."""
+class Block:
+    """Evaluates expressions of one stage over a block of its domain.
+
+    ``env`` maps ``id(var)`` to an array broadcastable to the block (see
+    :func:`axis_grid`); ``ev(e, mask)`` checks reads only where ``mask`` holds.
+    Other stage forms (poly's statements) evaluate through it too.
+    """
 
     def __init__(self, values, env, rank, where):
         self.values = values  # id(tensor) -> ndarray
@@ -148,6 +163,8 @@ class _Block:
 
 
 def _check_feed(placeholder_tensors, feed):
+    if not isinstance(feed, Mapping):
+        raise EvaluationError(f"the feed must be a dict {{placeholder: array}}, got {type(feed).__name__}")
     vals = {}
     by_id = {}
     for k, v in feed.items():
@@ -183,7 +200,7 @@ def evaluate(outputs, feed):
     outs = as_tensor_list(outputs, "evaluate")
     ops = walk_ops(outs)
     placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
-    values = _check_feed(placeholders, dict(feed))
+    values = _check_feed(placeholders, feed)
     with np.errstate(all="ignore"):
         for op in ops:
             if isinstance(op, PlaceholderOp):
@@ -209,8 +226,8 @@ def _eval_compute(op, values):
     shape = op.shape
     red = op.reduce_axis
     rsize = int(np.prod([a.extent for a in red], dtype=np.int64)) if red else 1
-    outs = [np.empty(shape, dtype=b.dtype) for b in op.body]
-    for block in _blocks(shape, rsize):
+    outs = [alloc(shape, b.dtype, f"stage {op.name!r}") for b in op.body]
+    for block in blocks(shape, rsize):
         res = _eval_block(op, values, block)
         sl = tuple(slice(a, b) for a, b in block)
         for o, r in zip(outs, res):
@@ -218,7 +235,19 @@ def _eval_compute(op, values):
     return outs
 
 
-def _blocks(shape, rsize):
+def alloc(shape, dtype, where, fill=None):
+    """A stage's output array; EvaluationError naming the stage when numpy cannot hold it."""
+    try:
+        return np.empty(shape, dtype=dtype) if fill is None else np.full(shape, fill, dtype=dtype)
+    except (ValueError, MemoryError):
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        raise EvaluationError(
+            f"{where}: its {dtype}{list(shape)} output ({nbytes:.3g} bytes) does not fit in memory; "
+            "pa.evaluate is the numpy reference, for small shapes"
+        ) from None
+
+
+def blocks(shape, rsize):
     """Split the output index space into boxes of at most BLOCK_ELEMENTS points (times rsize)."""
     pending = [tuple((0, s) for s in shape)]
     while pending:
@@ -241,17 +270,17 @@ def _eval_block(op, values, box):
     rank = n + len(red)
     env = {}
     for d, (a, (lo, hi)) in enumerate(zip(op.axis, box)):
-        env[id(a)] = _axis_grid(lo, hi, d, rank)
+        env[id(a)] = axis_grid(lo, hi, d, rank)
     for j, r in enumerate(red):
-        env[id(r)] = _axis_grid(r.lo, r.hi, n + j, rank)
-    blk = _Block(values, env, rank, f"stage {op.name!r}")
+        env[id(r)] = axis_grid(r.lo, r.hi, n + j, rank)
+    blk = Block(values, env, rank, f"stage {op.name!r}")
     data_shape = tuple(hi - lo for lo, hi in box)
     if not red:
         return [np.broadcast_to(blk.ev(b), data_shape) for b in op.body]
     return _reduce(op.body, blk, data_shape, n)
 
 
-def _axis_grid(lo, hi, d, rank):
+def axis_grid(lo, hi, d, rank):
     shp = [1] * rank
     shp[d] = hi - lo
     return np.arange(lo, hi, dtype=np.int64).reshape(shp)
@@ -269,14 +298,14 @@ def _reduce(body, blk, data_shape, n):
     if kind is not None:
         src = srcs[0]
         ident = comb.identity[0].value
-        fill = {"sum": 0, "prod": 1, "max": dt.min_value(r0.dtype), "min": dt.max_value(r0.dtype)}[kind]
+        fn, opname = REDUCTIONS[kind]
+        fill = neutral(kind, r0.dtype)
         if mask is not None:
             src = np.where(np.broadcast_to(mask, np.broadcast_shapes(np.shape(mask), src.shape)), src, np.asarray(fill, src.dtype))
         src = np.broadcast_to(src, full)
-        red = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind](src, axis=rdims).astype(r0.dtype)
+        red = fn(src, axis=rdims).astype(r0.dtype)
         if ident != fill:
-            red = NUMPY_OPS[{"sum": "add", "prod": "mul", "max": "max", "min": "min"}[kind]](
-                np.asarray(ident, r0.dtype), red).astype(r0.dtype)
+            red = NUMPY_OPS[opname](np.asarray(ident, r0.dtype), red).astype(r0.dtype)
         return [red]
     # A general (tuple) reducer: fold over the reduce points in lexicographic order.
     rcount = int(np.prod(full[n:], dtype=np.int64))
@@ -289,7 +318,7 @@ def _reduce(body, blk, data_shape, n):
             env[id(v)] = a
         for v, s in zip(comb.rhs, flat):
             env[id(v)] = s[..., p]
-        fb = _Block(blk.values, env, len(data_shape), blk.where)
+        fb = Block(blk.values, env, len(data_shape), blk.where)
         new = [np.broadcast_to(fb.ev(r), data_shape).astype(r.dtype, copy=False) for r in comb.result]
         if cflat is not None:
             c = cflat[..., p]
@@ -298,4 +327,7 @@ def _reduce(body, blk, data_shape, n):
     return [acc[b.value_index] for b in body]
 
 
-__all__ = ["evaluate", "evaluate_op", "NUMPY_OPS", "BLOCK_ELEMENTS"]
+__all__ = [
+    "evaluate", "evaluate_op", "NUMPY_OPS", "REDUCTIONS", "BLOCK_ELEMENTS", "Block", "alloc", "axis_grid", "blocks",
+    "neutral",
+]

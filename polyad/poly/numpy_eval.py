@@ -10,9 +10,8 @@ import weakref
 
 import numpy as np
 
-from ..errors import EvaluationError, PolyadError
-from ..evaluate import NUMPY_OPS, _axis_grid, _blocks, _Block
-from ..te import dtype as dt
+from ..errors import PolyadError
+from ..evaluate import NUMPY_OPS, REDUCTIONS, Block, alloc, axis_grid, blocks, neutral
 from ..te.expr import Const, Reduce
 from ..te.printer import Printer
 from .convert import FromIsl, bounds, box
@@ -38,13 +37,10 @@ def extra_condition(st):
     return FromIsl(st.vars).cond_of_set(d.gist(b).coalesce())
 
 
-_KIND_OPS = {"sum": (np.sum, "add", 0), "prod": (np.prod, "mul", 1)}
-
-
 def evaluate_polyop(op, values):
-    outs = [np.zeros(op.shape, dtype=d) for d in op.dtypes]
-    written = np.zeros(op.shape, dtype=bool)
     where = f"stage {op.name!r}"
+    outs = [alloc(op.shape, d, where, fill=0) for d in op.dtypes]
+    written = alloc(op.shape, bool, where, fill=False)
     for st in op.statements:
         if st.domain.is_empty():
             continue
@@ -63,16 +59,16 @@ def _eval_statement(op, st, values, outs, written, where):
     cond = statement_condition(st)
     out_shape = tuple(hi - lo + 1 for lo, hi in bb[:n])
     kind = st.combiner.kind() if st.combiner is not None else None
-    if st.combiner is not None and kind not in ("sum", "prod", "max", "min"):
+    if st.combiner is not None and kind not in REDUCTIONS:
         raise PolyadError(f"{where}: numpy evaluation of the reducer {st.combiner.name} is not supported")
     rank = n + len(red)
-    for block in _blocks(out_shape, rsize):
+    for block in blocks(out_shape, rsize):
         env = {}
         for d, (v, (a, b)) in enumerate(zip(st.vars[:n], block)):
-            env[id(v)] = _axis_grid(bb[d][0] + a, bb[d][0] + b, d, rank)
+            env[id(v)] = axis_grid(bb[d][0] + a, bb[d][0] + b, d, rank)
         for j, (v, (lo, hi)) in enumerate(zip(st.vars[n:], red)):
-            env[id(v)] = _axis_grid(lo, hi + 1, n + j, rank)
-        blk = _Block(values, env, rank, f"{where}, statement {st.name}")
+            env[id(v)] = axis_grid(lo, hi + 1, n + j, rank)
+        blk = Block(values, env, rank, f"{where}, statement {st.name}")
         full = tuple(b - a for a, b in block) + tuple(hi - lo + 1 for lo, hi in red)
         mask = np.broadcast_to(blk.ev(cond), full)
         sl = tuple(slice(bb[d][0] + a, bb[d][0] + b) for d, (a, b) in enumerate(block))
@@ -86,10 +82,8 @@ def _eval_statement(op, st, values, outs, written, where):
                 target[hit] = val[hit].astype(dtype, copy=False)
                 continue
             ident = st.combiner.identity[k].value
-            fill = {"sum": 0, "prod": 1, "max": dt.min_value(dtype), "min": dt.max_value(dtype)}[kind]
-            contrib = np.where(mask, val, np.asarray(fill, dtype))
-            fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind]
-            opname = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}[kind]
+            fn, opname = REDUCTIONS[kind]
+            contrib = np.where(mask, val, np.asarray(neutral(kind, dtype), dtype))
             r = fn(contrib, axis=rdims).astype(dtype) if rdims else contrib.astype(dtype)
             start = target if st.accumulate else np.broadcast_to(np.asarray(ident, dtype), target.shape)
             if st.accumulate and not written[sl][hit].all():
@@ -141,4 +135,4 @@ def _var_names(st):
     return names
 
 
-__all__ = ["evaluate_polyop", "show_polyop", "statement_condition", "extra_condition", "EvaluationError"]
+__all__ = ["evaluate_polyop", "show_polyop", "statement_condition", "extra_condition"]

@@ -105,6 +105,14 @@ def test_evaluate_feed_errors(X):
         pa.evaluate(Y, {X: np.zeros((4, 5))})
     with pytest.raises(pa.EvaluationError, match="feed keys must be tensors"):
         pa.evaluate(Y, {"X": np.zeros((4, 5), "float32")})
+    with pytest.raises(pa.EvaluationError, match="the feed must be a dict"):
+        pa.evaluate(Y, [(X, np.zeros((4, 5), "float32"))])
+
+
+def test_evaluate_of_a_stage_too_large_for_numpy_names_the_stage():
+    Z = pa.ops.full((10**6,) * 4, 1.0, dtype="float32")
+    with pytest.raises(pa.EvaluationError, match=r"stage 'full': its float32\[1000000, 1000000, 1000000, 1000000\]"):
+        pa.evaluate(Z, {})
 
 
 def test_out_of_bounds_read_at_evaluation_names_tensor_axis_and_index(X):
