@@ -11,6 +11,7 @@
   is not one of the requested tensors).
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,7 +98,7 @@ def estimate(tensors):
             it += i
             fl += f
         nbytes = sum(
-            int(np.prod(op.shape, dtype=np.int64)) * np.dtype(op.output_dtype(k)).itemsize
+            math.prod(op.shape) * np.dtype(op.output_dtype(k)).itemsize  # Python ints: exact for huge shapes
             for k in range(op.num_outputs)
         )
         stages.append(StageCost(op.name, it, fl, nbytes, id(op) not in out_ops))

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import PolyadError
 from ..evaluate import NUMPY_OPS, REDUCTIONS, Block, alloc, axis_grid, blocks, neutral
 from ..te.expr import Const, Reduce
-from ..te.printer import Printer
+from ..te.printer import Printer, unique_names
 from .convert import FromIsl, bounds, box
 
 _COND = weakref.WeakKeyDictionary()
@@ -101,7 +101,7 @@ def show_polyop(op, printer, name):
     axes = ", ".join(f"{v.name} < {v.extent}" for v in out_vars)
     lines = [f"poly {name}: {dtypes}{list(op.shape)}" + (f"  ({axes})" if axes else "")]
     for st in op.statements:
-        pr = Printer(printer.tensor_names, _var_names(st))
+        pr = Printer(printer.tensor_names, unique_names(st.vars))
         lhs_idx = ", ".join(pr.vname(v) for v in st.out_vars)
         lhs = name if op.num_outputs == 1 else f"{name}.v0"
         if st.combiner is None:
@@ -121,18 +121,6 @@ def show_polyop(op, printer, name):
     if op.attrs.get("fallback"):
         lines.append(f"  # fallback: {op.attrs['fallback']}")
     return lines
-
-
-def _var_names(st):
-    names, used = {}, set()
-    for v in st.vars:
-        base, k, nm = v.name, 0, v.name
-        while nm in used:
-            k += 1
-            nm = f"{base}_{k}"
-        used.add(nm)
-        names[id(v)] = nm
-    return names
 
 
 __all__ = ["evaluate_polyop", "show_polyop", "statement_condition", "extra_condition"]

@@ -672,9 +672,11 @@ def reduce_axis(dom, name="k"):
     """``pa.reduce_axis((lo, hi), name)``: a reduction variable over ``[lo, hi)``."""
     try:
         lo, hi = (0, dom) if isinstance(dom, (int, np.integer)) else dom
-        lo, hi = int(lo), int(hi)
     except (TypeError, ValueError):
-        raise AxisError(f"reduce_axis {name!r}: the range must be (lo, hi) integers, got {dom!r}") from None
+        lo = hi = None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (lo, hi)):
+        raise AxisError(f"reduce_axis {name!r}: the range must be (lo, hi) integers, got {dom!r}")
+    lo, hi = int(lo), int(hi)
     if hi <= lo:
         raise AxisError(f"reduce_axis {name!r}: empty range [{lo}, {hi})")
     return IterVar(name, "int32", lo=lo, extent=hi - lo, kind="reduce")

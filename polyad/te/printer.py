@@ -95,7 +95,10 @@ def expr_str(e):
 
 
 def unique_names(ops):
-    """op id -> a name unique among ``ops`` (the first keeps its name, repeats get _1, _2)."""
+    """id -> a name unique among ``ops`` (anything with a ``.name``: operations, variables).
+
+    The first keeps its name, repeats get _1, _2.
+    """
     used, out = set(), {}
     for op in ops:
         name, k = op.name, 0
@@ -153,12 +156,4 @@ def _var_names(op):
             if isinstance(n, IterVar) and id(n) not in seen:
                 seen.add(id(n))
                 vs.append(n)
-    names, used = {}, set()
-    for v in vs:
-        base, k, nm = v.name, 0, v.name
-        while nm in used:
-            k += 1
-            nm = f"{base}_{k}"
-        used.add(nm)
-        names[id(v)] = nm
-    return names
+    return unique_names(vs)

@@ -6,6 +6,7 @@ inputs); expressions inside compute bodies are hash-consed.
 """
 
 import inspect
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -64,7 +65,7 @@ class Tensor:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python ints: no int64 overflow on huge shapes
 
     def __getitem__(self, indices):
         if not isinstance(indices, tuple):

@@ -81,11 +81,9 @@ def _rebuild_checked(node):
 
 def free_vars(root):
     """The variables that occur in ``root`` and are not bound by a Reduce inside it."""
-    bound = set()
-    for n in post_order(root):
-        if isinstance(n, Reduce):
-            bound.update(id(a) for a in n.axis)
-    return [n for n in post_order(root) if isinstance(n, Var) and id(n) not in bound]
+    nodes = post_order(root)
+    bound = {id(a) for n in nodes if isinstance(n, Reduce) for a in n.axis}
+    return [n for n in nodes if isinstance(n, Var) and id(n) not in bound]
 
 
 def loads(root):

@@ -61,6 +61,16 @@ def test_count_of_large_sets_is_fast_and_exact():
     assert count(u) == u.count_val().to_python()
 
 
+def test_huge_shapes_count_exactly_beyond_int64():
+    X = pa.placeholder((10**6,) * 4, name="X")
+    Y = pa.compute(X.shape, lambda *i: X[i] * 2.0, name="Y")
+    Z = pa.compute(X.shape, lambda *i: Y[i] + 1.0, name="Z")
+    e = estimate(Z)
+    assert X.size == 10**24
+    assert e.iterations == 2 * 10**24 and e.flops == 2 * 10**24
+    assert e.memory == e.stage("Y").bytes == 4 * 10**24  # 4 * 10**24 overflows int64
+
+
 def test_bad_input():
     with pytest.raises(pa.PolyadError):
         pa.estimate(42)

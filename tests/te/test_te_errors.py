@@ -84,6 +84,8 @@ def test_reduction_errors(X):
         pa.compute((4,), lambda i: pa.sum(X[i, k], axis=[k, k]))
     with pytest.raises(pa.AxisError, match="empty range"):
         pa.reduce_axis((3, 3), "r")
+    with pytest.raises(pa.AxisError, match=r"reduce_axis 'r': the range must be \(lo, hi\) integers, got \(0, 2.5\)"):
+        pa.reduce_axis((0, 2.5), "r")  # not silently truncated to (0, 2)
     with pytest.raises(pa.DtypeError, match="where="):
         pa.compute((4,), lambda i: pa.sum(X[i, k], axis=k, where=k))
     with pytest.raises(pa.PolyadError, match="reduction must be the whole body"):
