@@ -1,15 +1,17 @@
 """Schedules: data that says how each stage is mapped onto loops and the OpenCL NDRange.
 
-A :class:`Schedule` holds one :class:`StageSchedule` per stage (by stage name);
-stages it does not mention get the defaults.  codegen applies it as isl
-schedule-tree transformations (see ``polyad.codegen.tree``), never as edits of
-generated code.  For now only the naive vocabulary exists: how many outer
-output loops become NDRange dimensions and the work-group size.  Halide's
-vocabulary (inline, compute_at, split, tile, reorder, fuse, vectorize,
-unroll, rfactor) grows here as fields of StageSchedule.
+A :class:`Schedule` holds one :class:`StageSchedule` per stage (by stage name,
+as ``pa.show`` prints it); stages it does not mention get ``default``.
+Graph-level decisions (``inline``, ``rfactor``) are applied to the tensor graph
+before codegen by :mod:`polyad.schedule.graph`; loop-level ones (tile,
+vectorize, unroll, local_size, grid_dims) by codegen as isl schedule-tree
+transformations.  ``schedule="auto"`` asks :mod:`polyad.schedule.auto` for one.
+Schedules serialise to JSON (:meth:`Schedule.to_json`, :meth:`Schedule.from_json`).
+See docs/scheduling.md.
 """
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, fields
 
 from ..errors import ScheduleError
 
@@ -58,6 +60,44 @@ class StageSchedule:
         if not isinstance(self.unroll, int) or self.unroll <= 0:
             raise ScheduleError(f"unroll must be a positive integer, got {self.unroll!r}")
 
+    def to_dict(self):
+        """Plain data (JSON-ready): every field, tuples as lists."""
+        return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]}
+
+    @classmethod
+    def from_dict(cls, data, where="stage schedule"):
+        if not isinstance(data, dict):
+            raise ScheduleError(f"{where}: expected an object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise ScheduleError(f"{where}: unknown fields {extra} (known: {sorted(known)})")
+        try:
+            return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items()})
+        except ScheduleError as e:
+            raise ScheduleError(f"{where}: {e}") from None
+        except TypeError as e:
+            raise ScheduleError(f"{where}: {e}") from None
+
+    def describe(self):
+        """One line: the non-default fields."""
+        parts = []
+        if self.tile is not None:
+            parts.append("tile " + "x".join(map(str, self.tile)))
+        if self.vectorize != 1:
+            parts.append(f"vectorize {self.vectorize}")
+        if self.unroll != 1:
+            parts.append(f"unroll {self.unroll}")
+        if self.grid_dims != 3:
+            parts.append(f"grid_dims {self.grid_dims}")
+        if self.local_size is not None:
+            parts.append("local_size " + "x".join(map(str, self.local_size)))
+        return ", ".join(parts) or "naive loops"
+
+
+SCHEDULE_FORMAT = "polyad-schedule"
+SCHEDULE_VERSION = 1
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -65,8 +105,12 @@ class Schedule:
 
     ``stages``: loop-level decisions per stage, keyed by the stage's unique name
     (as ``pa.show`` prints it).  ``inline``: names of reduction-free stages to
-    inline into their consumers, and ``rfactor``: stage name -> factor, both
-    graph-level transformations applied to the tensor graph before codegen.
+    inline into their consumers, and ``rfactor``: stage name -> factor (the
+    stage's largest reduction axis is split by it: a partial stage
+    ``<name>_rf`` reduces blocks of ``factor`` iterations, the stage itself
+    reduces the partial results), both graph-level transformations applied to
+    the tensor graph before codegen.  ``notes``: why the auto-scheduler decided
+    what it did (shown by :meth:`describe`, not used by codegen).
     """
 
     name: str = "naive"
@@ -74,11 +118,116 @@ class Schedule:
     default: StageSchedule = StageSchedule()
     inline: frozenset = frozenset()
     rfactor: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.stages, dict):
+            raise ScheduleError(f"Schedule.stages must be a dict of stage name -> StageSchedule, got {self.stages!r}")
+        for k, v in self.stages.items():
+            if not isinstance(k, str) or not isinstance(v, StageSchedule):
+                raise ScheduleError(f"Schedule.stages: stage {k!r} must map a name to a StageSchedule, got {v!r}")
+        if not isinstance(self.default, StageSchedule):
+            raise ScheduleError(f"Schedule.default must be a StageSchedule, got {self.default!r}")
+        if isinstance(self.inline, str) or any(not isinstance(n, str) for n in self.inline):
+            raise ScheduleError(f"Schedule.inline must be a set of stage names, got {self.inline!r}")
+        object.__setattr__(self, "inline", frozenset(self.inline))
+        for k, v in dict(self.rfactor).items():
+            if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ScheduleError(f"Schedule.rfactor: stage {k!r} needs an integer factor >= 2, got {v!r}")
+        object.__setattr__(self, "notes", tuple(self.notes))
 
     def for_stage(self, name):
         return self.stages.get(name, self.default)
 
     __hash__ = object.__hash__
+
+    # -- data -----------------------------------------------------------------------------------
+    def to_dict(self):
+        return {
+            "format": SCHEDULE_FORMAT,
+            "version": SCHEDULE_VERSION,
+            "name": self.name,
+            "default": self.default.to_dict(),
+            "stages": {k: self.stages[k].to_dict() for k in sorted(self.stages)},
+            "inline": sorted(self.inline),
+            "rfactor": {k: self.rfactor[k] for k in sorted(self.rfactor)},
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, indent=None):
+        """The schedule as JSON text (stable: keys sorted, same schedule -> same text)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data):
+        if not isinstance(data, dict):
+            raise ScheduleError(f"a schedule is a JSON object, got {type(data).__name__}")
+        if data.get("format") != SCHEDULE_FORMAT:
+            raise ScheduleError(f"not a polyad schedule (format {data.get('format')!r}, expected {SCHEDULE_FORMAT!r})")
+        version = data.get("version")
+        if version != SCHEDULE_VERSION:
+            raise ScheduleError(f"schedule format version {version!r} is not supported (this polyad reads {SCHEDULE_VERSION})")
+        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes"}
+        extra = sorted(set(data) - known)
+        if extra:
+            raise ScheduleError(f"schedule: unknown fields {extra}")
+        stages = data.get("stages", {})
+        if not isinstance(stages, dict):
+            raise ScheduleError("schedule: 'stages' must be an object of stage name -> stage schedule")
+        inline = data.get("inline", [])
+        if not isinstance(inline, list):
+            raise ScheduleError("schedule: 'inline' must be a list of stage names")
+        rf = data.get("rfactor", {})
+        if not isinstance(rf, dict):
+            raise ScheduleError("schedule: 'rfactor' must be an object of stage name -> factor")
+        return cls(
+            name=str(data.get("name", "custom")),
+            stages={k: StageSchedule.from_dict(v, f"stage {k!r}") for k, v in stages.items()},
+            default=StageSchedule.from_dict(data.get("default", {}), "default stage schedule"),
+            inline=frozenset(inline),
+            rfactor=dict(rf),
+            notes=tuple(data.get("notes", ())),
+        )
+
+    @classmethod
+    def from_json(cls, text):
+        """The Schedule of JSON text written by :meth:`to_json` (ScheduleError when it is not one)."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise ScheduleError(f"schedule JSON does not parse: {e}") from None
+        return cls.from_dict(data)
+
+    def describe(self):
+        """The decisions, readable: one line per graph-level and per stage decision."""
+        lines = [f"schedule {self.name!r}"]
+        if self.inline:
+            lines.extend(_wrap(f"inline ({len(self.inline)}): ", sorted(self.inline)))
+        for n in sorted(self.rfactor):
+            lines.append(f"  rfactor {n} by {self.rfactor[n]}")
+        if self.default != StageSchedule():
+            lines.append(f"  default: {self.default.describe()}")
+        for n in sorted(self.stages):
+            lines.append(f"  stage {n}: {self.stages[n].describe()}")
+        if self.notes:
+            lines.append("  why:")
+            lines.extend(f"    {t}" for t in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.describe()
+
+
+def _wrap(head, names, width=100):
+    lines, cur = [], "  " + head
+    for i, n in enumerate(names):
+        piece = n + (", " if i + 1 < len(names) else "")
+        if len(cur) + len(piece) > width and cur.strip():
+            lines.append(cur.rstrip())
+            cur = "      "
+        cur += piece
+    lines.append(cur.rstrip())
+    return lines
 
 
 def naive():
@@ -87,16 +236,49 @@ def naive():
 
 
 def resolve(schedule):
-    """A Schedule from what ``pa.build`` accepts (``"naive"`` or a Schedule)."""
+    """A Schedule from what ``pa.build`` accepts without a graph (``"naive"``, a Schedule, JSON).
+
+    ``"auto"`` needs the graph: use :func:`prepare`.
+    """
     if isinstance(schedule, Schedule):
         return schedule
     if schedule is None or schedule == "naive":
         return naive()
+    if isinstance(schedule, dict):
+        return Schedule.from_dict(schedule)
+    if isinstance(schedule, str) and schedule.lstrip().startswith("{"):
+        return Schedule.from_json(schedule)
     if isinstance(schedule, str):
         raise ScheduleError(
-            f"unknown schedule {schedule!r}: only 'naive' or a polyad.schedule.Schedule are available in this version"
+            f"unknown schedule {schedule!r}: use 'naive', 'auto', a polyad.schedule.Schedule or its JSON"
         )
-    raise ScheduleError(f"schedule must be 'naive' or a Schedule, got {type(schedule).__name__}")
+    raise ScheduleError(f"schedule must be 'naive', 'auto', a Schedule or its JSON, got {type(schedule).__name__}")
 
 
-__all__ = ["Schedule", "StageSchedule", "naive", "resolve"]
+def prepare(outputs, schedule="auto", device=None):
+    """(outputs of the transformed graph, loop-level Schedule) for codegen.
+
+    Resolves ``schedule`` (``"auto"`` runs the auto-scheduler on the graph),
+    checks it against the graph (ScheduleError naming the stage) and applies
+    its graph-level transformations (rfactor, then inline).  Stages are
+    renamed to their unique names so that codegen finds their schedules.
+    """
+    from .graph import apply_graph_schedule, uniquely_named
+
+    outs = uniquely_named(outputs)
+    if isinstance(schedule, str) and schedule == "auto":
+        from .auto import auto_schedule
+
+        sched = auto_schedule(outs, device=device, renamed=True)
+    else:
+        sched = resolve(schedule)
+    return apply_graph_schedule(outs, sched)
+
+
+from .auto import auto_schedule, candidate_space, DeviceModel  # noqa: E402
+from .graph import inline, rfactor, validate  # noqa: E402
+
+__all__ = [
+    "Schedule", "StageSchedule", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
+    "DeviceModel", "inline", "rfactor", "validate",
+]

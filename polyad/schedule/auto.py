@@ -1,0 +1,391 @@
+"""The heuristic auto-scheduler: ``schedule="auto"``.
+
+Li et al. 2018's rules for gradient pipelines first, then a per-stage choice
+from an enumerable space ranked by an analytic cost model:
+
+1. rfactor reductions whose output is too small to keep the device busy
+   (fewer output points than ``DeviceModel.min_parallel``) and whose
+   reduction is long;
+2. inline every reduction-free stage whose points are evaluated at most once
+   per point by the kernels it ends up in (elementwise chains collapse into
+   their consumer), and pure data movement (no arithmetic) always;
+   materialise the rest (a stage read many times by a reduction stays a buffer);
+3. per materialised stage, pick (tile, vectorize, unroll) from
+   :func:`candidate_space` minimising :func:`stage_cost`: a roofline of
+   isl-counted flops against vector lanes, independent accumulators
+   (register blocking) and register pressure, bytes moved per block from
+   cache and DRAM, and how many work-items keep the cores busy.
+
+CPU (PoCL) and GPU use the same model with different :class:`DeviceModel`
+constants.  Every decision is recorded in ``Schedule.notes``.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from ..poly.estimate import statement_cost
+from ..poly.stage import statements_of
+from ..te.expr import Call, Const, Load, Reduce, Var
+from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
+from ..te.visit import free_vars, post_order
+from . import Schedule, StageSchedule
+from .graph import inlinable, rfactor, stage_ops, uniquely_named
+
+__all__ = ["DeviceModel", "auto_schedule", "candidate_space", "stage_cost", "Space"]
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What the cost model knows about a device (float32 figures)."""
+
+    kind: str = "cpu"
+    cores: int = 2
+    vector_width: int = 16  # float32 lanes of one SIMD register (AVX-512)
+    registers: int = 32  # vector registers
+    fma_slots: int = 8  # independent vector accumulators that hide FMA latency (pipes x latency)
+    peak_gflops: float = 229.0
+    cache_gbs: float = 400.0  # L1/L2 load bandwidth, all cores
+    dram_gbs: float = 35.0
+    l1: int = 32 * 1024
+    l2: int = 1024 * 1024
+    min_parallel: int = 8  # work-items below which cores idle
+    local_sizes: tuple = ()  # work-group sizes to choose from (empty: the implementation picks)
+
+    @classmethod
+    def cpu(cls, cores=2):
+        return cls(cores=cores, min_parallel=max(4, 4 * cores))
+
+    @classmethod
+    def gpu(cls, compute_units=80):
+        return cls(
+            kind="gpu", cores=compute_units, vector_width=1, registers=64, fma_slots=1, peak_gflops=10000.0,
+            cache_gbs=5000.0, dram_gbs=800.0, l1=48 * 1024, l2=4 * 1024 * 1024,
+            min_parallel=compute_units * 256, local_sizes=(64, 128, 256),
+        )
+
+    @classmethod
+    def of(cls, device=None):
+        """The model of a ``pyopencl.Device`` (None or anything else: this machine's CPU via PoCL)."""
+        if isinstance(device, DeviceModel):
+            return device
+        try:
+            import pyopencl as cl
+
+            if isinstance(device, cl.Device):
+                if device.type & cl.device_type.GPU:
+                    return cls.gpu(device.max_compute_units)
+                return cls.cpu(device.max_compute_units)
+        except ImportError:  # pragma: no cover - pyopencl is a dependency
+            pass
+        return cls.cpu()
+
+
+# ---------------------------------------------------------------------------------------------
+# what the model reads off a stage
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StageInfo:
+    name: str
+    shape: tuple
+    iterations: int  # isl count of the statement instances
+    flops: int
+    reduction: bool
+    itemsize: int
+    loads: tuple  # per distinct Load: (frozenset of output dims its indices use, contiguous in the last dim)
+
+
+def _contiguous(index, var):
+    """True if ``index`` is ``var`` plus something free of ``var`` (unit stride)."""
+    if index is var:
+        return True
+    if isinstance(index, Call) and index.op in ("add", "sub") and len(index.args) == 2:
+        a, b = index.args
+        if a is var or (_contiguous(a, var) and not _uses(b, var)):
+            return not _uses(b, var)
+        if index.op == "add" and (b is var or _contiguous(b, var)):
+            return not _uses(a, var)
+    return False
+
+
+def _uses(e, var):
+    return any(n is var for n in post_order(e))
+
+
+def stage_info(op):
+    import numpy as np
+
+    it = fl = 0
+    loads, red = [], False
+    for st in statements_of(op):
+        i, f = statement_cost(st)
+        it += i
+        fl += f
+        red |= st.combiner is not None
+        outs = st.out_vars
+        for n in post_order(tuple(st.values)):
+            if isinstance(n, Load):
+                used = frozenset(d for d, v in enumerate(outs) if any(_uses(ix, v) for ix in n.indices))
+                last = outs[-1] if outs else None
+                contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
+                    _uses(ix, last) for ix in n.indices[:-1])
+                loads.append((used, contig))
+    return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads))
+
+
+# ---------------------------------------------------------------------------------------------
+# the space and the cost model
+# ---------------------------------------------------------------------------------------------
+def _tile_options(extent, sizes):
+    out = sorted({s for s in sizes if s <= max(extent, 1)} | ({extent} if extent in sizes else set()))
+    return out or [1]
+
+
+def stage_candidates(info, dm):
+    """Every (tile, vectorize, unroll) StageSchedule the auto-scheduler and the tuner consider for a stage."""
+    rank = len(info.shape)
+    if rank == 0:
+        return [StageSchedule()]
+    V = dm.vector_width
+    inner = _tile_options(info.shape[-1], {1, 2, 4, 8, 16, 32, 64} | {V, 2 * V, 4 * V})
+    outer = _tile_options(info.shape[-2], {1, 2, 3, 4, 6, 8}) if rank >= 2 else [None]
+    unrolls = (1, 2, 4, 8) if info.reduction else (1,)
+    out = []
+    for to in outer:
+        for ti in inner:
+            tile = (1,) * (rank - 2) + ((to,) if to is not None else ()) + (ti,)
+            for vec in (1, 2, 4, 8, 16):
+                if vec > V and dm.kind == "cpu" or ti % vec or (vec > 1 and ti < vec):
+                    continue
+                for u in unrolls:
+                    if all(t == 1 for t in tile):
+                        out.append(StageSchedule(unroll=u))
+                    else:
+                        out.append(StageSchedule(tile=tile, vectorize=vec, unroll=u))
+    return out
+
+
+def stage_cost(info, ss, dm):
+    """Estimated seconds of one stage under ``ss`` on ``dm`` (a model: it ranks, it does not predict)."""
+    rank = len(info.shape)
+    tile = ss.tile or (1,) * rank
+    points = max(1, math.prod(info.shape))
+    block = max(1, math.prod(tile))
+    blocks = math.prod(-(-s // t) for s, t in zip(info.shape, tile)) if rank else 1
+    red = max(1.0, info.iterations / points)
+    vec = ss.vectorize
+    lanes = min(vec, dm.vector_width) / dm.vector_width if dm.kind == "cpu" else 1.0
+    acc = max(1, block // vec)  # independent (vector) accumulators per work-item
+    ilp = min(1.0, acc / dm.fma_slots) if info.reduction else 1.0
+    # scalar code still gets some ILP from LLVM; vectors need the accumulators
+    compute = info.flops / (dm.peak_gflops * 1e9 * max(lanes * ilp, 0.12 * min(1.0, acc / 4)))
+    live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
+    if live > dm.registers:
+        compute *= 1 + (live - dm.registers) / 4  # spills
+    # loads per reduction step of a block: elements of each read that the block touches
+    per_step = 0.0
+    for used, contig in info.loads:
+        n = math.prod(tile[d] for d in used) if used else 1
+        if vec > 1 and rank - 1 in used and not contig:
+            n *= 2  # gathers
+        per_step += n
+    cache_bytes = (info.iterations / block) * per_step * info.itemsize
+    dram_bytes = points * info.itemsize * (1 + len(info.loads))
+    mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9)
+    t = max(compute, mem)
+    if ss.unroll > 1 and info.reduction:
+        t *= 0.97 if red >= 4 * ss.unroll else 1.1
+    busy = min(blocks, dm.min_parallel) / dm.min_parallel
+    t /= max(busy, 1e-3)
+    return t + 2e-6  # launch overhead
+
+
+@dataclass(frozen=True)
+class Space:
+    """The choices of a build: graph-level candidates and per-stage loop candidates."""
+
+    inline: tuple  # stage names that may be inlined
+    rfactor: dict  # stage name -> candidate factors
+    stages: dict = field(default_factory=dict)  # stage name -> list of StageSchedule
+
+    def size(self):
+        n = 2 ** len(self.inline)
+        for f in self.rfactor.values():
+            n *= len(f) + 1
+        for c in self.stages.values():
+            n *= len(c)
+        return n
+
+
+def _rfactor_factors(extent):
+    return [f for f in (8, 16, 32, 64, 128, 256, 512, 1024) if 2 <= f < extent]
+
+
+def _reduction_extent(op):
+    b = op.body[0] if isinstance(op, ComputeOp) else None
+    if isinstance(b, Reduce):
+        return max(a.extent for a in b.axis)
+    return None
+
+
+def candidate_space(outputs, device=None, schedule=None):
+    """The enumerable space the auto-scheduler chooses from (and the tuner searches).
+
+    Graph-level candidates are those of the graph of ``outputs``; stage
+    candidates are those of the graph after ``schedule``'s graph-level
+    decisions (default: the auto-scheduler's).
+    """
+    dm = DeviceModel.of(device)
+    outs = uniquely_named(outputs)
+    ops, _ = stage_ops(outs)
+    out_ops = {id(t.op) for t in outs}
+    inl = tuple(op.name for op in ops if id(op) not in out_ops and inlinable(op) is None)
+    rf = {}
+    for op in ops:
+        e = _reduction_extent(op)
+        if e:
+            fs = _rfactor_factors(e)
+            if fs:
+                rf[op.name] = fs
+    if schedule is None:
+        schedule = auto_schedule(outs, device=dm, renamed=True)
+    from .graph import apply_graph_schedule
+
+    g, _ = apply_graph_schedule(outs, Schedule("graph", inline=schedule.inline, rfactor=schedule.rfactor))
+    stages = {op.name: stage_candidates(stage_info(op), dm) for op in stage_ops(g)[0]}
+    return Space(inl, rf, stages)
+
+
+# ---------------------------------------------------------------------------------------------
+# the heuristics
+# ---------------------------------------------------------------------------------------------
+def _consumers(ops):
+    """id(op) -> list of (consumer op, number of distinct reads of op's outputs in it)."""
+    cons = {id(op): [] for op in ops}
+    for op in ops:
+        roots = op.body if isinstance(op, ComputeOp) else tuple(v for st in op.statements for v in st.values)
+        counts = {}
+        for n in post_order(tuple(roots)):
+            if isinstance(n, Load) and not isinstance(n.tensor.op, PlaceholderOp):
+                counts[id(n.tensor.op)] = counts.get(id(n.tensor.op), 0) + 1
+        for pid, k in counts.items():
+            if pid in cons:
+                cons[pid].append((op, k))
+    return cons
+
+
+def _pure_data_movement(op):
+    """A stage that only moves data (reads, selects against zero, casts): inlining it costs nothing."""
+    vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
+    for n in post_order(tuple(vals)):
+        if isinstance(n, Call) and n.op not in ("select", "cast") and n.dtype.startswith("float"):
+            return False
+    return True
+
+
+def _choose_inline(outs, infos, notes):
+    """Li2018: inline reduction-free stages evaluated at most once per point where they end up."""
+    ops, _ = stage_ops(outs)
+    out_ops = {id(t.op) for t in outs}
+    cons = _consumers(ops)
+    roots = {}  # id(op) -> {name of materialised stage: (iterations, reads per iteration)}
+    chosen = set()
+    for op in reversed(ops):
+        info = infos[op.name]
+        if id(op) in out_ops or inlinable(op) is not None or not cons[id(op)]:
+            roots[id(op)] = {op.name: info.iterations}
+            continue
+        reach = {}
+        for c, k in cons[id(op)]:
+            for r, it in roots[id(c)].items():
+                # reads of the same index in one kernel are one value (hash-consed, emitted once)
+                reach[r] = max(reach.get(r, 0), it * (k if id(c) != id(op) else 1))
+        evals = sum(reach.values())
+        size = max(1, math.prod(op.shape))
+        if evals <= size:
+            chosen.add(op.name)
+            roots[id(op)] = reach
+            notes.append(f"inline {op.name}: each point is evaluated once ({evals} evaluations in {', '.join(sorted(reach))})")
+        elif _pure_data_movement(op):
+            chosen.add(op.name)
+            roots[id(op)] = reach
+            notes.append(f"inline {op.name}: data movement only, read by {', '.join(sorted(reach))}")
+        else:
+            roots[id(op)] = {op.name: info.iterations}
+            notes.append(f"materialise {op.name}: {evals} evaluations if inlined for {size} points ({info.flops // size} flops each)")
+    return frozenset(chosen)
+
+
+def _choose_rfactor(outs, infos, dm, notes):
+    ops, _ = stage_ops(outs)
+    rf = {}
+    for op in ops:
+        e = _reduction_extent(op)
+        info = infos[op.name]
+        points = max(1, math.prod(op.shape))
+        if not e or points >= dm.min_parallel or info.iterations < 1 << 15 or e < 64:
+            continue
+        n_outer = -(-dm.min_parallel // points)
+        factor = max(8, -(-e // n_outer))
+        factor = 1 << (factor - 1).bit_length()  # a power of two: whole vectors in the partial loop
+        if factor >= e:
+            continue
+        rf[op.name] = factor
+        notes.append(
+            f"rfactor {op.name} by {factor}: {points} output points cannot fill {dm.min_parallel} work-items; "
+            f"the partial stage has {points * -(-e // factor)}"
+        )
+    return rf
+
+
+def auto_schedule(outputs, device=None, renamed=False):
+    """The auto-scheduler's :class:`~polyad.schedule.Schedule` for the graph of ``outputs``.
+
+    ``device``: a ``pyopencl.Device`` or a :class:`DeviceModel` (None: this
+    machine's CPU).  The decisions and their reasons are in ``.notes`` and
+    ``.describe()``.
+    """
+    dm = DeviceModel.of(device)
+    outs = as_tensor_list(outputs, "auto_schedule outputs")
+    if not renamed:
+        outs = uniquely_named(outs)
+    notes = []
+    infos = {op.name: stage_info(op) for op in stage_ops(outs)[0]}
+    rf = _choose_rfactor(outs, infos, dm, notes)
+    g = outs
+    for n in sorted(rf):
+        g = rfactor(g, n, rf[n])
+    if rf:
+        infos = {op.name: (infos.get(op.name) if op.name not in rf else None) or stage_info(op) for op in stage_ops(g)[0]}
+    inline = _choose_inline(g, infos, notes)
+    stages = {}
+    for op in stage_ops(g)[0]:
+        if op.name in inline:
+            continue
+        info = infos[op.name]
+        cands = stage_candidates(info, dm)
+        best = min(cands, key=lambda ss: (stage_cost(info, ss, dm), _size_key(ss)))
+        if dm.local_sizes and len(op.shape):
+            best = _with_local_size(best, info, dm)
+        if best != StageSchedule():
+            stages[op.name] = best
+            notes.append(
+                f"{op.name}: {best.describe()} ({info.iterations} iterations, {info.flops} flops, "
+                f"model {stage_cost(info, best, dm) * 1e3:.3f} ms)"
+            )
+    return Schedule("auto", stages=stages, inline=inline, rfactor=rf, notes=tuple(notes))
+
+
+def _size_key(ss):
+    # among equal costs prefer smaller blocks and less unrolling (less code)
+    return (math.prod(ss.tile) if ss.tile else 1, ss.unroll, -ss.vectorize)
+
+
+def _with_local_size(ss, info, dm):
+    import dataclasses
+
+    tile = ss.tile or (1,) * len(info.shape)
+    inner_blocks = -(-info.shape[-1] // tile[-1])
+    for ls in sorted(dm.local_sizes, reverse=True):
+        if inner_blocks >= ls:
+            return dataclasses.replace(ss, local_size=(ls,))
+    return ss

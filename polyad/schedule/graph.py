@@ -1,0 +1,396 @@
+"""Graph-level schedule transformations: pure functions from a tensor graph to a tensor graph.
+
+* :func:`inline` substitutes the body of reduction-free stages into their
+  consumers (the stage then has no buffer and no kernel of its own);
+* :func:`rfactor` splits the largest reduction axis of a stage by a factor:
+  a partial stage ``<name>_rf[o..., ro]`` reduces blocks of ``factor``
+  iterations, the stage itself reduces those partial results over ``ro``;
+* :func:`validate` checks a :class:`~polyad.schedule.Schedule` against a graph;
+* :func:`apply_graph_schedule` does all of it for codegen.
+
+Stages are named as ``pa.show`` names them (:func:`uniquely_named` renames
+duplicates ``name_1``, ``name_2`` so that a stage's name is its key).  Every
+function leaves its input graph untouched and returns new output tensors.
+"""
+
+import dataclasses
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from ..te.expr import Const, IterVar, Load, Reduce, binary
+from ..te.printer import unique_names
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
+from ..te.visit import post_order, substitute, transform
+
+__all__ = ["inline", "rfactor", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+
+
+class _Rewriter:
+    """Rebuilds stages in dependency order, redirecting reads to new tensors or inlined bodies."""
+
+    def __init__(self):
+        self.tmap = {}  # id(old tensor) -> new tensor
+        self.inl = {}  # id(old tensor) -> (vars, body over vars), already rewritten
+        self.alive = []  # old tensors, so that ids stay unique while the maps live
+
+    def exprs(self, roots):
+        def fn(node, rebuilt):
+            if isinstance(node, Load):
+                t = node.tensor
+                if id(t) in self.inl:
+                    vars_, body = self.inl[id(t)]
+                    if all(a is b for a, b in zip(vars_, rebuilt.indices)):
+                        return body  # read at its own variables (see _adopt_axes)
+                    return substitute(body, dict(zip(vars_, rebuilt.indices)))
+                nt = self.tmap.get(id(t))
+                if nt is not None:
+                    return Load(nt, rebuilt.indices)
+            return None
+
+        return transform(tuple(roots), fn)
+
+    def rebuild(self, op, name=None):
+        """``op`` reading the new tensors (the same object when nothing changed)."""
+        name = op.name if name is None else name
+        if isinstance(op, PlaceholderOp):
+            return op
+        if isinstance(op, ComputeOp):
+            body = self.exprs(op.body)
+            if name == op.name and all(a is b for a, b in zip(body, op.body)):
+                return op
+            new = ComputeOp(name, op.axis, body, op.tag, op.attrs)
+        else:
+            stmts = []
+            changed = name != op.name
+            for st in op.statements:
+                vals = self.exprs(st.values)
+                changed |= any(a is not b for a, b in zip(vals, st.values))
+                stmts.append(dataclasses.replace(st, values=vals))
+            if not changed:
+                return op
+            new = dataclasses.replace(op, name=name, statements=tuple(stmts))
+        self.map_outputs(op, new)
+        return new
+
+    def map_outputs(self, old, new):
+        if new is old:
+            return
+        for i in range(old.num_outputs):
+            self.alive.append(old.output(i))
+            self.tmap[id(old.output(i))] = new.output(i)
+
+    def result(self, outputs):
+        return [self.tmap.get(id(t), t) for t in outputs]
+
+
+def stage_ops(outputs):
+    """The computed stages of ``outputs`` (dependency order) and name -> op (unique names expected)."""
+    ops = [op for op in walk_ops(outputs) if not isinstance(op, PlaceholderOp)]
+    return ops, {op.name: op for op in ops}
+
+
+def uniquely_named(outputs):
+    """The graph of ``outputs`` with every stage named as ``pa.show`` names it (repeats get ``_1``, ``_2``)."""
+    outs = as_tensor_list(outputs, "schedule outputs")
+    ops = walk_ops(outs)
+    names = unique_names(ops)
+    if all(names[id(op)] == op.name for op in ops if not isinstance(op, PlaceholderOp)):
+        return outs
+    rw = _Rewriter()
+    for op in ops:
+        rw.rebuild(op, names[id(op)])
+    return rw.result(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# inline
+# ---------------------------------------------------------------------------------------------
+def _box(shape):
+    names = [f"d{i}" for i in range(len(shape))]
+    cons = " and ".join(f"0 <= {n} < {s}" for n, s in zip(names, shape))
+    return isl.Set(f"{{ [{', '.join(names)}] : {cons} }}" if cons else "{ [] }")
+
+
+def inlinable(op):
+    """None if ``op`` can be inlined into its consumers, else the reason it cannot."""
+    if isinstance(op, PlaceholderOp):
+        return "it is an input (placeholder)"
+    if isinstance(op, ComputeOp):
+        if isinstance(op.body[0], Reduce):
+            return "it is a reduction (materialise it, or rfactor it)"
+        return None
+    stmts = op.statements
+    if op.num_outputs != 1 or len(stmts) != 1:
+        return f"its {len(stmts)} statements define it region by region (only one assignment over the whole box inlines)"
+    st = stmts[0]
+    if st.combiner is not None:
+        return "it is a reduction (materialise it, or rfactor it)"
+    if not st.domain.reset_tuple_id().is_equal(_box(op.shape)):
+        return "its statement does not cover the whole box"
+    return None
+
+
+def _inline_body(op):
+    """(vars, body) of an inlinable stage: reading ``T[idx]`` means ``body[vars := idx]``."""
+    if isinstance(op, ComputeOp):
+        return tuple(op.axis), op.body[0]
+    st = op.statements[0]
+    return tuple(st.out_vars), st.values[0]
+
+
+def inline(outputs, names):
+    """The graph of ``outputs`` with the stages named in ``names`` inlined into their consumers.
+
+    Inlinable stages are reduction-free: a compute whose body is an
+    expression, or a polyhedral stage made of one assignment over its whole
+    box.  Outputs cannot be inlined (they need their buffer).  Raises
+    ScheduleError naming the stage otherwise.
+    """
+    outs = as_tensor_list(outputs, "inline outputs")
+    names = {names} if isinstance(names, str) else set(names)
+    if not names:
+        return outs
+    ops, by_name = stage_ops(outs)
+    out_ops = {id(t.op) for t in outs}
+    for n in sorted(names):
+        op = by_name.get(n)
+        if op is None:
+            raise ScheduleError(f"inline: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
+        if id(op) in out_ops:
+            raise ScheduleError(f"inline: stage {n!r} is an output of the build; outputs need their buffer")
+        why = inlinable(op)
+        if why:
+            raise ScheduleError(f"inline: stage {n!r} cannot be inlined: {why}")
+    rw = _Rewriter()
+    canon = {}
+    for orig in walk_ops(outs):
+        if isinstance(orig, PlaceholderOp):
+            continue
+        inlined = orig.name in names
+        touches = any(id(t) in rw.inl for t in orig.input_tensors)
+        op = _canonical(orig, canon) if inlined or touches else orig
+        if inlined:
+            vars_, body = _inline_body(op)
+            (body,) = rw.exprs((body,))
+            rw.alive.append(orig.output(0))
+            rw.inl[id(orig.output(0))] = (vars_, body)
+            continue
+        new = rw.rebuild(op)
+        if op is not orig:  # back to variables of its own
+            fresh = tuple(IterVar(a.name, a.dtype, lo=0, extent=a.extent, kind="data") for a in orig.axis)
+            new = ComputeOp(orig.name, fresh, substitute(tuple(new.body), dict(zip(op.axis, fresh))), orig.tag, orig.attrs)
+        if new is not orig:
+            rw.map_outputs(orig, new)
+    return rw.result(outs)
+
+
+def _canonical(op, canon):
+    """A ComputeOp over shared variables, one set per shape.
+
+    Inlining substitutes the producer's body at the consumer's indices; down
+    an elementwise chain the bodies grow and substituting them at every step
+    is quadratic.  With producer and consumer over the same variables a
+    pointwise read needs no substitution at all (the body is used as it is);
+    only the small, not yet inlined body of each stage is substituted.
+    """
+    if not isinstance(op, ComputeOp) or not op.axis:
+        return op
+    key = tuple((a.lo, a.extent, a.dtype) for a in op.axis)
+    vars_ = canon.get(key)
+    if vars_ is None:
+        vars_ = canon[key] = tuple(IterVar(a.name, a.dtype, lo=a.lo, extent=a.extent, kind="data") for a in op.axis)
+    body = substitute(tuple(op.body), dict(zip(op.axis, vars_)))
+    return ComputeOp(op.name, vars_, tuple(body), op.tag, op.attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# rfactor
+# ---------------------------------------------------------------------------------------------
+def _reduction_form(op):
+    """(data axes, reduce Exprs (one per output), reduce axes) of a reduction stage, or raise."""
+    if isinstance(op, ComputeOp):
+        if not isinstance(op.body[0], Reduce):
+            raise ScheduleError(f"rfactor: stage {op.name!r} is not a reduction")
+        return tuple(op.axis), tuple(op.body), tuple(op.body[0].axis)
+    if isinstance(op, PlaceholderOp):
+        raise ScheduleError(f"rfactor: {op.name!r} is an input, not a reduction stage")
+    stmts = op.statements
+    if len(stmts) != 1 or stmts[0].combiner is None or stmts[0].accumulate:
+        raise ScheduleError(
+            f"rfactor: stage {op.name!r} is not a single reduction statement ({len(stmts)} statements); "
+            "only one reduction over a box can be split"
+        )
+    st = stmts[0]
+    from ..poly.convert import bounds
+
+    bb = bounds(st.domain)
+    red = tuple(IterVar(v.name, "int32", lo=lo, extent=hi - lo + 1, kind="reduce") for v, (lo, hi) in zip(st.red_vars, bb[st.n_out:]))
+    box = _box(op.shape)
+    if bb:
+        full = isl.Set(
+            "{ [" + ", ".join(f"d{i}" for i in range(len(bb))) + "] : "
+            + " and ".join(f"{lo} <= d{i} <= {hi}" for i, (lo, hi) in enumerate(bb)) + " }"
+        )
+        box_ok = st.domain.reset_tuple_id().is_equal(full) and full.project_out(
+            isl.dim_type.set, st.n_out, len(red)).is_equal(box)
+    else:
+        box_ok = True
+    if not box_ok:
+        raise ScheduleError(
+            f"rfactor: stage {op.name!r} reduces over a non-rectangular domain {st.domain}; "
+            "only box reductions can be split"
+        )
+    axis = tuple(IterVar(v.name, "int32", lo=0, extent=s, kind="data") for v, s in zip(st.out_vars, op.shape))
+    m = dict(zip(st.vars, axis + red))
+    srcs = tuple(substitute(v, m) for v in st.values)
+    true = Const(True, "bool")
+    return axis, tuple(Reduce(st.combiner, srcs, red, true, i) for i in range(len(srcs))), red
+
+
+def _fresh_name(base, taken):
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def rfactor(outputs, stage, factor, axis=None):
+    """The graph of ``outputs`` with the reduction of ``stage`` split by ``factor``.
+
+    ``T[o] = R_{r} f(o, r)`` (R a commutative reducer, r the largest reduction
+    axis, or ``axis`` by name) becomes::
+
+        T_rf[o, ro] = R_{ri, other axes} f(o, ro*factor + ri)   where ro*factor + ri < extent(r)
+        T[o]        = R_{ro} T_rf[o, ro]
+
+    The partial stage exposes ``ceil(extent/factor)`` times more parallel
+    work; the values are those of the original reduction regrouped
+    (bitwise-equal for max/min, equal up to rounding for sums).
+    """
+    outs = as_tensor_list(outputs, "rfactor outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"rfactor: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+        raise ScheduleError(f"rfactor: stage {stage!r} needs an integer factor >= 2, got {factor!r}")
+    data_axes, reduces, red = _reduction_form(op)
+    if axis is None:
+        split = max(red, key=lambda a: a.extent)
+    else:
+        cand = [a for a in red if a.name == axis]
+        if not cand:
+            raise ScheduleError(f"rfactor: stage {stage!r} has no reduction axis {axis!r} (it has {[a.name for a in red]})")
+        split = cand[0]
+    n = split.extent
+    if factor >= n:
+        raise ScheduleError(
+            f"rfactor: stage {stage!r}, axis {split.name!r} has extent {n}; the factor {factor} must be smaller"
+        )
+    n_outer = -(-n // factor)
+    comb = reduces[0].combiner
+    # the partial stage: fresh data axes, the split axis becomes (ro data, ri reduce)
+    p_axes = tuple(IterVar(a.name, "int32", lo=0, extent=a.extent, kind="data") for a in data_axes)
+    ro = IterVar(split.name + "_o", "int32", lo=0, extent=n_outer, kind="data")
+    ri = IterVar(split.name + "_i", "int32", lo=0, extent=factor, kind="reduce")
+    p_red = tuple(ri if a is split else IterVar(a.name, "int32", lo=a.lo, extent=a.extent, kind="reduce") for a in red)
+    m = dict(zip(data_axes, p_axes))
+    m.update({a: b for a, b in zip(red, p_red) if a is not split})
+    m[split] = ro * factor + ri + split.lo if split.lo else ro * factor + ri
+    cond = substitute(reduces[0].condition, m)
+    if n % factor:
+        cond = binary("and", cond, binary("lt", ro * factor + ri, Const(n, "int32")))
+    srcs = tuple(substitute(s, m) for s in reduces[0].source)
+    p_body = tuple(Reduce(comb, srcs, p_red, cond, i) for i in range(len(srcs)))
+    taken = {o.name for o in walk_ops(outs)}
+    partial = ComputeOp(_fresh_name(f"{stage}_rf", taken), p_axes + (ro,), p_body, "rfactor", {})
+    # the final stage: reduce the partial results over ro
+    f_axes = tuple(IterVar(a.name, "int32", lo=0, extent=a.extent, kind="data") for a in data_axes)
+    rk = IterVar(split.name + "_o", "int32", lo=0, extent=n_outer, kind="reduce")
+    f_srcs = tuple(Load(partial.output(i), f_axes + (rk,)) for i in range(len(srcs)))
+    f_body = tuple(Reduce(comb, f_srcs, (rk,), Const(True, "bool"), i) for i in range(len(srcs)))
+    final = ComputeOp(stage, f_axes, f_body, getattr(op, "tag", ""), dict(getattr(op, "attrs", {})))
+    # rewire: the partial stage reads what the old stage read (rewritten), consumers read ``final``
+    rw = _Rewriter()
+    for o in walk_ops(outs):
+        if o is op:
+            p_new = rw.rebuild(partial)
+            if p_new is not partial:  # reads were redirected: the final stage must read the new partial
+                f_srcs = tuple(Load(p_new.output(i), f_axes + (rk,)) for i in range(len(srcs)))
+                f_body = tuple(Reduce(comb, f_srcs, (rk,), Const(True, "bool"), i) for i in range(len(srcs)))
+                final = ComputeOp(stage, f_axes, f_body, final.tag, final.attrs)
+            rw.map_outputs(op, final)
+        else:
+            rw.rebuild(o)
+    return rw.result(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# checking and applying a Schedule
+# ---------------------------------------------------------------------------------------------
+def _check_stage_schedule(name, op, ss):
+    rank = len(op.shape)
+    if ss.tile is not None and len(ss.tile) != rank:
+        raise ScheduleError(
+            f"stage {name!r}: tile {ss.tile} has {len(ss.tile)} sizes but the stage has {rank} output "
+            f"dimensions {op.shape}"
+        )
+    inner = ss.tile[-1] if ss.tile else 1
+    if ss.vectorize > 1 and (rank == 0 or inner % ss.vectorize):
+        raise ScheduleError(
+            f"stage {name!r}: vectorize {ss.vectorize} does not divide the innermost tile size {inner} "
+            f"(tile {ss.tile}); make the tile's last size a multiple of {ss.vectorize}"
+        )
+
+
+def validate(outputs, schedule):
+    """Raise ScheduleError (naming the stage) when ``schedule`` does not fit the graph of ``outputs``.
+
+    ``outputs`` are expected to be uniquely named (see :func:`uniquely_named`).
+    """
+    outs = as_tensor_list(outputs, "schedule outputs")
+    ops, by_name = stage_ops(outs)
+    out_ops = {id(t.op) for t in outs}
+    listing = ", ".join(sorted(by_name))
+    for n in sorted(schedule.rfactor):
+        op = by_name.get(n)
+        if op is None:
+            raise ScheduleError(f"rfactor: there is no stage {n!r} (stages: {listing})")
+        _reduction_form(op)
+    created = {f"{n}_rf" for n in schedule.rfactor}
+    for n in sorted(schedule.inline):
+        op = by_name.get(n)
+        if op is None:
+            raise ScheduleError(f"inline: there is no stage {n!r} (stages: {listing})")
+        if id(op) in out_ops:
+            raise ScheduleError(f"inline: stage {n!r} is an output of the build; outputs need their buffer")
+        why = inlinable(op)
+        if why:
+            raise ScheduleError(f"inline: stage {n!r} cannot be inlined: {why}")
+    for n in sorted(schedule.stages):
+        if n in schedule.inline:
+            raise ScheduleError(f"stage {n!r} is inlined: it has no loops of its own to schedule")
+        if n not in by_name and n not in created:
+            raise ScheduleError(f"the schedule names stage {n!r}, which the graph does not have (stages: {listing})")
+        if n in by_name:
+            _check_stage_schedule(n, by_name[n], schedule.stages[n])
+    for n, op in by_name.items():
+        if n not in schedule.stages and n not in schedule.inline:
+            _check_stage_schedule(n, op, schedule.default)
+
+
+def apply_graph_schedule(outputs, schedule):
+    """(new outputs, schedule): ``schedule``'s rfactor then inline applied to the graph of ``outputs``."""
+    outs = uniquely_named(outputs)
+    validate(outs, schedule)
+    for n in sorted(schedule.rfactor):
+        outs = rfactor(outs, n, schedule.rfactor[n])
+    if schedule.rfactor:
+        _, by_name = stage_ops(outs)
+        for n, ss in schedule.stages.items():
+            if n in by_name:
+                _check_stage_schedule(n, by_name[n], ss)
+    outs = inline(outs, schedule.inline)
+    return outs, schedule
