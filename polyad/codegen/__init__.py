@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import PolyadError
 from ..poly.stage import statements_of
-from ..schedule import resolve
+from ..schedule import prepare
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from .lower import lower
 from .opencl import Context, KernelWriter, needs_wide_index, program_source
@@ -65,7 +65,8 @@ def _check_io(outputs, inputs):
 def generate(outputs, inputs, schedule="naive"):
     """The :class:`Program` computing ``outputs`` from ``inputs`` under ``schedule``."""
     outs, ins = _check_io(outputs, inputs)
-    sched = resolve(schedule)
+    # the schedule's graph-level transformations (rfactor, inline) rewrite the graph first
+    outs, sched = prepare(outs, schedule)
     stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
     tree = build_tree(stages, sched)
     lowered = lower(tree)

@@ -5,8 +5,8 @@ from .device import list_devices, select_device
 from .module import Module
 
 
-def build(outputs, inputs, schedule="naive", device=None):
-    """``pa.build(outputs, inputs, schedule="naive", device=None) -> Module``.
+def build(outputs, inputs, schedule="auto", device=None):
+    """``pa.build(outputs, inputs, schedule="auto", device=None) -> Module``.
 
     Generates one OpenCL program for every stage ``outputs`` need (see
     :mod:`polyad.codegen`), compiles it (or loads it from the kernel cache) for
@@ -17,8 +17,12 @@ def build(outputs, inputs, schedule="naive", device=None):
     """
     from ..codegen import generate
 
-    program = generate(outputs, inputs, schedule)
     dev = select_device(device)
+    if isinstance(schedule, str) and schedule == "auto":
+        from ..schedule import auto_schedule
+
+        schedule = auto_schedule(outputs, device=dev)  # the model of the device it runs on
+    program = generate(outputs, inputs, schedule)
     return Module(program, dev, single_output=isinstance(outputs, Tensor))
 
 
