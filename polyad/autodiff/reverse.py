@@ -25,15 +25,26 @@ class Gradients(list):
         return f"Gradients({list.__repr__(self)})"
 
 
-def _simplify(tensors):
-    """The exact ISL simplifier (polyad/poly): tensors -> equivalent tensors.
+_simplifier = None
 
-    optimize=True calls it last, on every adjoint: nonzeroness conditions become
-    statement domains, index equalities eliminate reductions (docs/simplifier.md).
+
+def set_simplifier(fn):
+    """Install ``fn(list of tensors) -> equivalent tensors``, which optimize=True applies to every adjoint.
+
+    The exact ISL simplifier (``polyad.poly.simplify``: nonzeroness conditions
+    become statement domains, index equalities eliminate reductions) installs
+    itself here when polyad.poly is imported: poly sits above autodiff in the
+    layering, so autodiff does not import it.  ``None`` uninstalls.
     """
-    from ..poly import simplify
+    global _simplifier
+    if fn is not None and not callable(fn):
+        raise PolyadError(f"set_simplifier: {fn!r} is not callable")
+    _simplifier = fn
 
-    return list(simplify(list(tensors)))
+
+def _simplify(tensors):
+    tensors = list(tensors)
+    return tensors if _simplifier is None else list(_simplifier(tensors))
 
 
 def _edges(t, override):

@@ -7,5 +7,9 @@
 from .estimate import Estimate, StageCost, estimate
 from .simplify import simplify, simplify_op
 from .stage import PolyOp, Statement, statements_of
+from ..autodiff import set_simplifier
+
+# pa.differentiate(optimize=True) simplifies every adjoint; autodiff is below poly and cannot import it
+set_simplifier(simplify)
 
 __all__ = ["simplify", "simplify_op", "estimate", "Estimate", "StageCost", "PolyOp", "Statement", "statements_of"]

@@ -373,3 +373,29 @@ def test_override_returning_none_gives_no_contribution():
     res = pa.differentiate(B, [X], override={B: ([A, X], lambda out, ins, head: [None, head])})
     assert A not in res.adjoints
     np.testing.assert_array_equal(pa.evaluate(res[0], {X: np.ones(3)}), np.eye(3))
+
+
+def test_optimize_applies_the_simplifier_poly_installs():
+    from polyad.autodiff import set_simplifier
+    from polyad.poly import PolyOp, simplify
+
+    X = pa.placeholder((2, 3, 4), name="X")
+    Y = pa.nn.flatten(X)
+    H = pa.placeholder(Y.shape, name="H")
+    feed = {X: np.zeros((2, 3, 4), "float32"), H: np.arange(24.0, dtype="float32").reshape(2, 12)}
+    (g,) = pa.differentiate(Y, [X], H)
+    assert isinstance(g.op, PolyOp)  # importing polyad installed polyad.poly.simplify
+    np.testing.assert_array_equal(pa.evaluate(g, feed), feed[H].reshape(2, 3, 4))
+    seen = []
+    try:
+        set_simplifier(lambda ts: seen.append(len(ts)) or ts)
+        (g,) = pa.differentiate(Y, [X], H)
+        assert seen and not isinstance(g.op, PolyOp)
+        set_simplifier(None)
+        (g,) = pa.differentiate(Y, [X], H)
+        assert not isinstance(g.op, PolyOp)
+        np.testing.assert_array_equal(pa.evaluate(g, feed), feed[H].reshape(2, 3, 4))
+        with pytest.raises(pa.PolyadError, match="not callable"):
+            set_simplifier(42)
+    finally:
+        set_simplifier(simplify)
