@@ -1,0 +1,121 @@
+"""Schedules are data: JSON round trips, validation errors name the stage, hand-written schedules build."""
+
+import json
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.schedule import Schedule, StageSchedule, prepare, validate
+from polyad.schedule.graph import uniquely_named
+
+
+def _graph():
+    X = pa.placeholder((6, 12), name="X")
+    W = pa.placeholder((5, 12), name="W")
+    k = pa.reduce_axis((0, 12), name="k")
+    T = pa.compute((6, 5), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="T")
+    R = pa.compute((6, 5), lambda i, j: pa.max(T[i, j], 0.0), name="R")
+    S = pa.compute((6, 5), lambda i, j: R[i, j] * 2.0 + 1.0, name="S")
+    return X, W, T, R, S
+
+
+def _full():
+    return Schedule(
+        "mine",
+        stages={"T": StageSchedule(tile=(2, 4), vectorize=4, unroll=2), "S": StageSchedule(grid_dims=1, local_size=(8,))},
+        default=StageSchedule(grid_dims=2),
+        inline=frozenset({"R"}),
+        rfactor={"T": 4},
+        notes=("by hand",),
+    )
+
+
+def test_json_round_trip_is_stable_and_versioned():
+    s = _full()
+    text = s.to_json()
+    data = json.loads(text)
+    assert data["format"] == "polyad-schedule" and data["version"] == 1
+    back = Schedule.from_json(text)
+    assert back == s and back.to_json() == text
+    assert back.stages["T"].tile == (2, 4) and back.stages["S"].local_size == (8,)
+    # equal schedules give the same text whatever the insertion order
+    s2 = Schedule("mine", stages=dict(reversed(list(s.stages.items()))), default=s.default,
+                  inline=s.inline, rfactor=s.rfactor, notes=s.notes)
+    assert s2.to_json() == text
+    assert Schedule.from_json(Schedule().to_json()) == Schedule()
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("not json", "does not parse"),
+    ('{"format": "other", "version": 1}', "not a polyad schedule"),
+    ('{"format": "polyad-schedule", "version": 99}', "version 99"),
+    ('{"format": "polyad-schedule", "version": 1, "colour": 1}', "unknown fields"),
+    ('{"format": "polyad-schedule", "version": 1, "stages": {"T": {"tile": [0, 2]}}}', "stage 'T'"),
+    ('{"format": "polyad-schedule", "version": 1, "stages": {"T": {"vectorise": 4}}}', "stage 'T'"),
+    ('{"format": "polyad-schedule", "version": 1, "rfactor": {"T": 1}}', "'T'"),
+])
+def test_bad_json_raises_schedule_error(text, msg):
+    with pytest.raises(pa.ScheduleError, match=msg):
+        Schedule.from_json(text)
+
+
+@pytest.mark.parametrize("sched, msg", [
+    (Schedule(stages={"Q": StageSchedule()}), "stage 'Q'"),
+    (Schedule(stages={"T": StageSchedule(tile=(2,))}), r"stage 'T'.*1 sizes.*2 output"),
+    (Schedule(stages={"T": StageSchedule(tile=(2, 6), vectorize=4)}), r"stage 'T'.*vectorize 4.*6"),
+    (Schedule(stages={"T": StageSchedule(vectorize=4)}), r"stage 'T'.*vectorize 4"),
+    (Schedule(inline=frozenset({"T"})), r"stage 'T'.*reduction"),
+    (Schedule(inline=frozenset({"S"})), r"stage 'S'.*output"),
+    (Schedule(inline=frozenset({"nope"})), r"stage 'nope'"),
+    (Schedule(rfactor={"R": 2}), r"stage 'R' is not a reduction"),
+    (Schedule(rfactor={"T": 12}), r"stage 'T'.*extent 12"),
+    (Schedule(inline=frozenset({"R"}), stages={"R": StageSchedule(unroll=2)}), r"stage 'R' is inlined"),
+    (Schedule(default=StageSchedule(tile=(1, 1, 1))), r"stage 'T'.*3 sizes"),
+])
+def test_bad_schedules_name_the_stage(sched, msg):
+    *_, S = _graph()
+    with pytest.raises(pa.ScheduleError, match=msg):
+        prepare([S], sched)
+
+
+def test_unknown_schedule_name():
+    *_, S = _graph()
+    with pytest.raises(pa.ScheduleError, match="unknown schedule 'fast'"):
+        prepare([S], "fast")
+
+
+def test_describe_lists_every_decision():
+    text = _full().describe()
+    for piece in ("schedule 'mine'", "inline (1): R", "rfactor T by 4", "stage T: tile 2x4, vectorize 4, unroll 2",
+                  "stage S: grid_dims 1, local_size 8", "default: grid_dims 2", "by hand"):
+        assert piece in text, piece
+
+
+def test_hand_written_schedule_builds_and_matches_evaluate():
+    X, W, T, R, S = _graph()
+    sched = Schedule.from_json(Schedule(
+        "hand", stages={"T": StageSchedule(tile=(2, 4), vectorize=4, unroll=2), "T_rf": StageSchedule(unroll=3)},
+        inline=frozenset({"R"}), rfactor={"T": 5}).to_json())
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((6, 12), dtype=np.float32), rng.standard_normal((5, 12), dtype=np.float32)
+    mod = pa.build([S, T], [X, W], schedule=sched)
+    s, t = mod(x, w)
+    rs, rt = pa.evaluate([S, T], {X: x, W: w})
+    np.testing.assert_allclose(s, rs, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t, rt, rtol=1e-5, atol=1e-5)
+    # R was inlined into S; T was split into T_rf and T: three kernels
+    assert [k.name for k in mod.program.kernels] == ["T_rf", "T", "S"]
+
+
+def test_duplicate_stage_names_are_keyed_as_show_prints_them():
+    X = pa.placeholder((4,), name="X")
+    A = pa.compute((4,), lambda i: X[i] + 1.0, name="A")
+    B = pa.compute((4,), lambda i: A[i] * 2.0, name="A")
+    outs = uniquely_named([B])
+    assert sorted(op.name for op in pa.te.tensor.walk_ops(outs)) == ["A", "A_1", "X"]
+    assert "compute A_1" in pa.show(outs) and "compute A_1" in pa.show([B])
+    validate(outs, Schedule(inline=frozenset({"A"})))
+    g, _ = prepare([B], Schedule(inline=frozenset({"A"})))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(pa.evaluate(g, {X: x})[0], (x + 1) * 2)

@@ -1,0 +1,152 @@
+"""inline and rfactor are pure graph rewrites that keep the values (checked with pa.evaluate)."""
+
+import time
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.schedule import inline, rfactor
+from polyad.te.tensor import ComputeOp, PlaceholderOp, walk_ops
+
+
+def _stages(outs):
+    return [op.name for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
+
+
+def _same(a, b, feeds, rtol=1e-5):
+    ra, rb = pa.evaluate(a, feeds), pa.evaluate(b, feeds)
+    for x, y in zip(ra, rb):
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=rtol)
+
+
+RNG = np.random.default_rng(1)
+
+
+def test_inline_elementwise_into_reduction_and_shifted_reads():
+    X = pa.placeholder((7, 9), name="X")
+    A = pa.compute((7, 9), lambda i, j: pa.exp(X[i, j]) - 1.0, name="A")
+    B = pa.compute((7, 9), lambda i, j: A[i, j] * A[i, j] + A[(i + 1) % 7, j], name="B")
+    k = pa.reduce_axis((0, 9), name="k")
+    C = pa.compute((7,), lambda i: pa.sum(B[i, k] * X[i, k], axis=k), name="C")
+    before = pa.show([C])
+    g = inline([C], {"A", "B"})
+    assert _stages(g) == ["C"]
+    assert pa.show([C]) == before  # the input graph is untouched
+    x = RNG.standard_normal((7, 9)).astype(np.float32)
+    _same([C], g, {X: x})
+    assert g[0].shape == C.shape and g[0].name == "C"
+
+
+def test_inline_polyop_single_assignment_but_not_region_wise_ones():
+    X = pa.placeholder((2, 3, 4, 5), name="X")
+    F = pa.nn.flatten(X)
+    Z = pa.compute(F.shape, lambda a, b: F[a, b] * 3.0, name="Z")
+    H = pa.placeholder(Z.shape, name="H")
+    (dX,) = pa.differentiate(Z, [X], head=H)
+    L = pa.compute(dX.shape, lambda *i: dX(*i) + 1.0, name="L")
+    names = _stages([L])
+    poly = [op for op in walk_ops([L]) if op.name == "d_X_from_flatten"]
+    assert poly and not isinstance(poly[0], ComputeOp)  # the simplifier's statement form
+    g = inline([L], set(names) - {"L"})
+    assert _stages(g) == ["L"]
+    x = RNG.standard_normal(X.shape).astype(np.float32)
+    h = RNG.standard_normal(H.shape).astype(np.float32)
+    _same([L], g, {X: x, H: h})
+    # average pooling's gradient is two statements (zero fill of the uncovered column): it stays
+    P = pa.nn.pool2d(X, (2, 2), (2, 2), (0, 0), "avg")
+    H2 = pa.placeholder(P.shape, name="H2")
+    (dP,) = pa.differentiate(P, [X], head=H2)
+    M = pa.compute(dP.shape, lambda *i: dP(*i) * 2.0, name="M")
+    with pytest.raises(pa.ScheduleError, match=r"stage 'd_X_from_pool2d_sum'.*2 statements"):
+        inline([M], {"d_X_from_pool2d_sum"})
+
+
+@pytest.mark.parametrize("depth", [30, 300])
+def test_inline_long_chain_is_linear(depth):
+    x = pa.placeholder((50,), name="x")
+    y = x
+    for d in range(depth):
+        y = pa.compute((50,), lambda i, y=y: x[i] * y[i] + 0.5, name=f"y{d}")
+    H = pa.placeholder((50,), name="H")
+    (dx,) = pa.differentiate(y, [x], head=H)
+    names = set(_stages([dx])) - {dx.op.name}
+    t0 = time.perf_counter()
+    g = inline([dx], names)
+    assert time.perf_counter() - t0 < 1.5
+    assert _stages(g) == [dx.op.name]
+    if depth > 100:
+        return  # pa.evaluate recurses on the depth of an expression
+    xv = RNG.uniform(0.9, 1.0, 50).astype(np.float32)
+    hv = RNG.standard_normal(50).astype(np.float32)
+    _same([dx], g, {x: xv, H: hv}, rtol=1e-4)
+
+
+@pytest.mark.parametrize("factor", [2, 5, 16])
+def test_rfactor_sum_with_condition_and_two_axes(factor):
+    X = pa.placeholder((3, 40, 4), name="X")
+    r = pa.reduce_axis((0, 40), name="r")
+    s = pa.reduce_axis((0, 4), name="s")
+    T = pa.compute((3,), lambda i: pa.sum(X[i, r, s] * 2.0, axis=[r, s], where=(r + s) % 3 != 1), name="T")
+    U = pa.compute((3,), lambda i: T[i] + 1.0, name="U")
+    g = rfactor([U], "T", factor)
+    assert _stages(g) == ["T_rf", "T", "U"]
+    rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
+    assert rf.shape == (3, -(-40 // factor))
+    _same([U], g, {X: RNG.standard_normal(X.shape).astype(np.float32)})
+
+
+def test_rfactor_max_is_exact_and_picks_the_named_axis():
+    X = pa.placeholder((5, 30, 6), name="X")
+    r = pa.reduce_axis((0, 30), name="r")
+    s = pa.reduce_axis((0, 6), name="s")
+    T = pa.compute((5,), lambda i: pa.max(X[i, r, s], axis=[r, s]), name="T")
+    x = RNG.standard_normal(X.shape).astype(np.float32)
+    for axis, n_outer in [(None, 8), ("s", 2)]:
+        g = rfactor([T], "T", 4, axis=axis)
+        rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
+        assert rf.shape == (5, n_outer)
+        assert np.array_equal(pa.evaluate(g, {X: x})[0], pa.evaluate([T], {X: x})[0])
+
+
+def test_rfactor_tuple_reduction_keeps_the_first_argmax():
+    def first_max(a, b):
+        take_b = (b[1] > a[1]) | ((b[1] == a[1]) & (b[0] < a[0]))
+        return pa.select(take_b, b[0], a[0]), pa.select(take_b, b[1], a[1])
+
+    argmax = pa.comm_reducer(first_max, lambda t0, t1: (pa.const(-1, t0), pa.const(float("-inf"), t1)), "argmax")
+    X = pa.placeholder((4, 33), name="X")
+    k = pa.reduce_axis((0, 33), name="k")
+    idx, val = pa.compute((4,), lambda i: argmax((k, X[i, k]), axis=k), name="A")
+    x = np.round(RNG.standard_normal((4, 33)), 0).astype(np.float32)  # ties
+    g = rfactor([idx, val], "A", 5)
+    for a, b in zip(pa.evaluate(g, {X: x}), pa.evaluate([idx, val], {X: x})):
+        assert np.array_equal(a, b)
+    assert np.array_equal(pa.evaluate(g, {X: x})[0], np.argmax(x, axis=1))
+
+
+def test_rfactor_of_a_simplified_reduction_stage():
+    X = pa.placeholder((64, 8), name="X")
+    W = pa.placeholder((5, 8), name="W")
+    Y = pa.nn.dense(X, W)
+    H = pa.placeholder(Y.shape, name="H")
+    (dW,) = pa.differentiate(Y, [W], head=H)
+    g = rfactor([dW], dW.op.name, 8)
+    assert len(_stages(g)) == len(_stages([dW])) + 1
+    feeds = {X: RNG.standard_normal((64, 8)).astype(np.float32), H: RNG.standard_normal((64, 5)).astype(np.float32)}
+    _same([dW], g, feeds, rtol=1e-4)
+
+
+def test_rfactor_errors_name_the_stage():
+    X = pa.placeholder((4, 10), name="X")
+    k = pa.reduce_axis((0, 10), name="k")
+    T = pa.compute((4,), lambda i: pa.sum(X[i, k], axis=k), name="T")
+    E = pa.compute((4,), lambda i: T[i] * 2.0, name="E")
+    with pytest.raises(pa.ScheduleError, match="stage 'E' is not a reduction"):
+        rfactor([E], "E", 2)
+    with pytest.raises(pa.ScheduleError, match="no stage 'Z'"):
+        rfactor([E], "Z", 2)
+    with pytest.raises(pa.ScheduleError, match="stage 'T'.*extent 10"):
+        rfactor([E], "T", 10)
+    with pytest.raises(pa.ScheduleError, match="stage 'T'.*no reduction axis 'q'"):
+        rfactor([E], "T", 2, axis="q")
