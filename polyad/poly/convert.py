@@ -20,7 +20,7 @@ import islpy as isl
 
 from ..te import dtype as dt
 from ..te.expr import Call, Const, Var, binary
-from .stage import dim_names
+from .stage import box_set, dim_names
 
 _CTX = isl.DEFAULT_CONTEXT
 _dt = isl.dim_type
@@ -46,10 +46,8 @@ def universe(vars_, name=None):
 
 
 def box(vars_, name=None):
-    """The rectangle of the variables' ranges, as an isl set."""
-    names = dim_names(vars_)
-    cons = " and ".join(f"{v.lo} <= {n} < {v.hi}" for v, n in zip(vars_, names))
-    return isl.Set(f"{{ {name or ''}[{', '.join(names)}] : {cons or 'true'} }}", context=_CTX)
+    """The rectangle of the variables' ranges, as an isl set (unnamed tuple unless ``name``)."""
+    return box_set(name or "", vars_)
 
 
 def rename(s, vars_, name=None):

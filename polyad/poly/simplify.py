@@ -31,7 +31,7 @@ import islpy as isl
 
 from ..errors import PolyadError
 from ..te import dtype as dt
-from ..te.expr import Call, Const, IterVar, Load, Reduce, Var, binary, select, unary
+from ..te.expr import Call, Const, IterVar, Load, Reduce, Var, binary, select, sum_reducer, unary
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from ..te.visit import post_order, substitute, transform
 from .convert import FromIsl, NotAffine, ToIsl, bounds, box, pieces, rename
@@ -79,9 +79,8 @@ def _rebind_inputs(op, mapping):
         return op
 
     def fn(node, rebuilt):
-        if type(node).__name__ == "Load" and id(node.tensor.op) in mapping:
-            t = mapping[id(node.tensor.op)].output(node.tensor.value_index)
-            return rebuilt.__class__(t, rebuilt.indices)
+        if isinstance(node, Load) and id(node.tensor.op) in mapping:
+            return Load(mapping[id(node.tensor.op)].output(node.tensor.value_index), rebuilt.indices)
         return None
 
     if isinstance(op, ComputeOp):
@@ -346,11 +345,7 @@ def _build(op, out_vars, cases):
     n = len(out_vars)
     dtype = op.body[0].dtype
     zero = Const(0, dtype)
-    comb = op.body[0].combiner if isinstance(op.body[0], Reduce) else None
-    if comb is None:
-        from ..te.expr import sum_reducer
-
-        comb = sum_reducer(dtype)
+    comb = op.body[0].combiner if isinstance(op.body[0], Reduce) else sum_reducer(dtype)
     out_box = box(out_vars)
     covered = out_box.subtract(out_box)  # empty, in the output space
     stmts = []

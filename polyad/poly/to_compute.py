@@ -12,6 +12,8 @@ Differentiating that graph and simplifying the result is exact, so gradients
 of gradients work.
 """
 
+import islpy as isl
+
 from ..errors import NotDifferentiableError
 from ..te.expr import Const, IterVar, select
 from ..te.tensor import compute
@@ -35,7 +37,7 @@ def as_compute(op):
         if st.domain.is_empty():
             continue
         part = _statement_compute(op, st, k)
-        proj = st.domain.reset_tuple_id().project_out(_set_dim(), st.n_out, len(st.vars) - st.n_out)
+        proj = st.domain.reset_tuple_id().project_out(isl.dim_type.set, st.n_out, len(st.vars) - st.n_out)
         covered = FromIsl(st.out_vars).cond_of_set(proj)
 
         def step(*o, prev=acc, part=part, covered=covered, st=st):
@@ -50,12 +52,6 @@ def as_compute(op):
     if acc is None:
         return compute(shape, lambda *o: Const(0, dtype), name=op.name)
     return acc
-
-
-def _set_dim():
-    import islpy as isl
-
-    return isl.dim_type.set
 
 
 def _statement_compute(op, st, k):
