@@ -225,7 +225,8 @@ class FromIsl:
         for k in range(aff.dim(_dt.div)):
             c = _frac(aff.get_coefficient_val(_dt.div, k)) * den
             if c:
-                terms[self._div_term(aff.get_div(k))] = terms.get(self._div_term(aff.get_div(k)), 0) + int(c)
+                t = self._div_term(aff.get_div(k))  # recursive: compute it once
+                terms[t] = terms.get(t, 0) + int(c)
         const = int(_frac(aff.get_constant_val()) * den)
         return Lin(terms, const), int(den)
 
@@ -261,10 +262,9 @@ class FromIsl:
             return None
         try:
             pa = self.to_isl.aff(self.lin_expr(lin, clean=False))
-            lo, hi = self.context.min_val(pa.as_aff() if pa.isa_aff() else pa), None
-            hi = self.context.max_val(pa.as_aff() if pa.isa_aff() else pa)
-            lo, hi = _frac(lo), _frac(hi)
-        except Exception:  # noqa: BLE001 - infinite or NaN values: no information
+            a = pa.as_aff() if pa.isa_aff() else pa
+            lo, hi = _frac(self.context.min_val(a)), _frac(self.context.max_val(a))
+        except (ValueError, NotAffine, isl.Error):  # unbounded (infty/NaN) or not convertible: no information
             return None
         if lo.denominator != 1 or hi.denominator != 1:
             return None
