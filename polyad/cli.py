@@ -24,16 +24,57 @@ def _devices(args):
     return 0
 
 
+def _load_target(target):
+    """``FILE.py:FUNC`` -> FUNC() -> (output tensor, [tensors to differentiate w.r.t.])."""
+    import importlib.util
+    from pathlib import Path
+
+    from .errors import PolyadError
+
+    path, sep, func = target.rpartition(":")
+    if not sep or not path.endswith(".py") or not func:
+        raise PolyadError(f"show: expected FILE.py:FUNC, got {target!r}")
+    if not Path(path).is_file():
+        raise PolyadError(f"show: no file {path!r}")
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise PolyadError(f"show: {path!r} defines no function {func!r}")
+    res = fn()
+    if not (isinstance(res, tuple) and len(res) == 2):
+        raise PolyadError(f"show: {target} must return (output, [inputs to differentiate w.r.t.])")
+    return res
+
+
 def _show(args):
-    """Print the schedule tree and the OpenCL C of an example matmul stage."""
+    """The simplified gradient of FILE.py:FUNC's output, its cost, and its OpenCL C (or an example matmul's)."""
     import polyad as pa
     from .codegen import generate
+    from .errors import PolyadError
+    from .te.tensor import placeholders
 
-    X = pa.placeholder((args.batch, args.n_in), name="X")
-    W = pa.placeholder((args.n_out, args.n_in), name="W")
-    k = pa.reduce_axis((0, args.n_in), name="k")
-    Y = pa.compute((args.batch, args.n_out), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="Y")
-    prog = generate(Y, [X, W])
+    if args.target is None:
+        X = pa.placeholder((args.batch, args.n_in), name="X")
+        W = pa.placeholder((args.n_out, args.n_in), name="W")
+        k = pa.reduce_axis((0, args.n_in), name="k")
+        Y = pa.compute((args.batch, args.n_out), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="Y")
+        outs, ins = [Y], [X, W]
+    else:
+        try:
+            Y, wrt = _load_target(args.target)
+            H = pa.placeholder(Y.shape, Y.dtype, name="H")
+            outs = list(pa.differentiate(Y, list(wrt), H))
+        except PolyadError as e:
+            print(f"polyad show: {e}", file=sys.stderr)
+            return 2
+        ins = placeholders(outs)
+        print(pa.show(outs))
+        print()
+        print(pa.estimate(outs))
+        print()
+    prog = generate(outs, ins, args.schedule)
     if args.tree:
         print(prog.tree.schedule.get_root().to_str())
     print(prog.source)
@@ -84,7 +125,9 @@ def main(argv=None):
     p.set_defaults(fn=lambda a: __import__("polyad.runtime.doctor", fromlist=["main"]).main(["--fix"] if a.fix else []))
     p = sub.add_parser("devices", help="list the OpenCL devices polyad can use")
     p.set_defaults(fn=_devices)
-    p = sub.add_parser("show", help="print the schedule tree and OpenCL C of an example matmul")
+    p = sub.add_parser("show", help="print the simplified gradient of FILE.py:FUNC and its OpenCL C")
+    p.add_argument("target", nargs="?", help="FILE.py:FUNC returning (output, [inputs]); default: an example matmul")
+    p.add_argument("--schedule", default="naive", help="naive (default) or auto")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--n-in", type=int, default=8)
     p.add_argument("--n-out", type=int, default=3)

@@ -38,3 +38,22 @@ def test_console_entry_point_runs_as_a_module():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip().endswith("OK")
+
+
+def test_show_prints_the_simplified_gradient_and_its_opencl(tmp_path, capsys):
+    f = tmp_path / "model.py"
+    f.write_text(
+        "import polyad as pa\n"
+        "def flat():\n"
+        "    X = pa.placeholder((2, 3, 4, 5), name='X')\n"
+        "    return pa.nn.flatten(X), [X]\n"
+    )
+    assert main(["show", f"{f}:flat"]) == 0
+    out = capsys.readouterr().out
+    assert "[i0, i1, i2, i3] = H[i0, 20*i1 + 5*i2 + i3]" in out  # one index expression, no select
+    assert "__kernel" in out and "select" not in out.split("__kernel", 1)[1]
+
+
+def test_show_reports_a_bad_target(tmp_path, capsys):
+    assert main(["show", str(tmp_path / "nope.py:f")]) == 2
+    assert "no file" in capsys.readouterr().err
