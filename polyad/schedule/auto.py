@@ -154,7 +154,7 @@ def stage_candidates(info, dm):
         for ti in inner:
             tile = (1,) * (rank - 2) + ((to,) if to is not None else ()) + (ti,)
             for vec in (1, 2, 4, 8, 16):
-                if vec > V and dm.kind == "cpu" or ti % vec or (vec > 1 and ti < vec):
+                if vec > max(V, 1) or ti % vec or (vec > 1 and ti < vec):
                     continue
                 for u in unrolls:
                     if all(t == 1 for t in tile):
@@ -277,8 +277,9 @@ def _pure_data_movement(op):
     """A stage that only moves data (reads, selects against zero, casts): inlining it costs nothing."""
     vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
     for n in post_order(tuple(vals)):
-        if isinstance(n, Call) and n.op not in ("select", "cast") and n.dtype.startswith("float"):
-            return False
+        if isinstance(n, Call) and n.op not in ("select", "cast") and (
+                n.dtype.startswith("float") or any(a.dtype.startswith("float") for a in n.args)):
+            return False  # arithmetic or comparisons on values
     return True
 
 
@@ -326,7 +327,7 @@ def _choose_rfactor(outs, infos, dm, notes):
             continue
         n_outer = -(-dm.min_parallel // points)
         factor = max(8, -(-e // n_outer))
-        factor = 1 << (factor - 1).bit_length()  # a power of two: whole vectors in the partial loop
+        factor = 1 << (factor.bit_length() - 1)  # a power of two, rounded down: at least n_outer partials
         if factor >= e:
             continue
         rf[op.name] = factor
@@ -363,7 +364,10 @@ def auto_schedule(outputs, device=None, renamed=False):
             continue
         info = infos[op.name]
         cands = stage_candidates(info, dm)
-        best = min(cands, key=lambda ss: (stage_cost(info, ss, dm), _size_key(ss)))
+        costs = [(stage_cost(info, ss, dm), ss) for ss in cands]
+        floor = min(c for c, _ in costs)
+        # within 5% (or 1 us) of the best, the smallest block wins: less code, faster builds, same speed
+        best = min((ss for c, ss in costs if c <= floor * 1.05 + 1e-6), key=_size_key)
         if dm.local_sizes and len(op.shape):
             best = _with_local_size(best, info, dm)
         if best != StageSchedule():

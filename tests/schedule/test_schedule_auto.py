@@ -1,0 +1,126 @@
+"""schedule="auto": its decisions, its space, and every workload gradient built with it equals pa.evaluate."""
+
+import time
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from benchmarks.workloads import WORKLOADS
+from polyad.schedule import DeviceModel, Schedule, StageSchedule, auto_schedule, candidate_space, prepare
+from polyad.schedule.auto import stage_cost, stage_info
+from polyad.te.tensor import PlaceholderOp, walk_ops
+
+
+def _dense_grads(batch=32, n_in=1000, n_out=1000):
+    X = pa.placeholder((batch, n_in), name="X")
+    W = pa.placeholder((n_out, n_in), name="W")
+    B = pa.placeholder((n_out,), name="B")
+    Y = pa.nn.relu(pa.nn.dense(X, W, B))
+    H = pa.placeholder(Y.shape, name="H")
+    return [X, W, B, H], list(pa.differentiate(Y, [X, W, B], head=H))
+
+
+def test_auto_on_dense_backward_inlines_movement_and_blocks_the_matmuls():
+    ins, grads = _dense_grads()
+    t0 = time.perf_counter()
+    s = auto_schedule(grads)
+    assert time.perf_counter() - t0 < 1.0
+    assert "d_dense_matmul_from_dense" in s.inline  # a pure copy
+    assert "d_dense_from_relu" not in s.inline  # read 1000 times per point by the matmuls
+    assert "dense" in s.inline  # read once per point by the relu mask
+    for name in ("d_X_from_dense_matmul", "d_W_from_dense_matmul"):
+        ss = s.stages[name]
+        assert ss.vectorize >= 4 and ss.tile[-1] % ss.vectorize == 0
+        assert np.prod(ss.tile) // ss.vectorize >= 4  # several vector accumulators: register blocking
+    text = s.describe()
+    assert "inline" in text and "d_X_from_dense_matmul: tile" in text and "why:" in text
+    assert Schedule.from_json(s.to_json()) == s
+
+
+def test_auto_rfactors_small_outputs_of_long_reductions():
+    X = pa.placeholder((3, 50000), name="X")
+    k = pa.reduce_axis((0, 50000), name="k")
+    T = pa.compute((3,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name="T")
+    s = auto_schedule([T])
+    assert "T" in s.rfactor and any("rfactor T" in n for n in s.notes)
+    f = s.rfactor["T"]
+    assert 3 * -(-50000 // f) >= DeviceModel.cpu().min_parallel
+    # a large output does not need it
+    Y = pa.compute((300,), lambda i: pa.sum(X[i % 3, k], axis=k), name="Y")
+    assert "Y" not in auto_schedule([Y]).rfactor
+    x = np.random.default_rng(0).standard_normal((3, 50000)).astype(np.float32)
+    np.testing.assert_allclose(pa.build(T, [X])(x), pa.evaluate([T], {X: x})[0], rtol=1e-4)
+
+
+def test_candidate_space_is_enumerable_and_contains_the_choice():
+    ins, grads = _dense_grads(8, 64, 48)
+    s = auto_schedule(grads)
+    space = candidate_space(grads, schedule=s)
+    assert "d_dense_matmul_from_dense" in space.inline
+    assert set(space.stages) == {n for n in space.stages}  # names of the scheduled graph
+    for name, ss in s.stages.items():
+        assert ss in space.stages[name]
+    assert space.size() > 1000
+    # every candidate is legal for its stage
+    g, _ = prepare(grads, Schedule(inline=s.inline, rfactor=s.rfactor))
+    ops = {op.name: op for op in walk_ops(g) if not isinstance(op, PlaceholderOp)}
+    for name, cands in space.stages.items():
+        for ss in cands:
+            if ss.tile:
+                assert len(ss.tile) == len(ops[name].shape) and ss.tile[-1] % ss.vectorize == 0
+
+
+def test_cost_model_prefers_vectors_and_accumulators_on_a_matmul_and_gpu_differs():
+    ins, grads = _dense_grads()
+    op = [o for o in walk_ops(grads) if o.name == "d_W_from_dense_matmul"][0]
+    info = stage_info(op)
+    cpu = DeviceModel.cpu()
+    naive = stage_cost(info, StageSchedule(), cpu)
+    vec = stage_cost(info, StageSchedule(tile=(1, 16), vectorize=16), cpu)
+    blocked = stage_cost(info, StageSchedule(tile=(4, 32), vectorize=16), cpu)
+    assert blocked < vec < naive
+    gpu = auto_schedule(grads, device=DeviceModel.gpu())
+    assert all(ss.vectorize == 1 for ss in gpu.stages.values())
+
+
+SMALL = {
+    "dense": dict(batch=3, n_in=40, n_out=24),
+    "dense_big": dict(batch=3, n_in=70, n_out=20),
+    "conv2d_3x3": dict(batch=2, c_in=3, size=10, c_out=4),
+    "conv2d_5x5_s3": dict(batch=2, c_in=3, size=16, c_out=4),
+    "conv2d_dilated": dict(batch=2, c_in=3, size=12, c_out=4),
+    "avg_pool": dict(batch=2, channels=3, size=20),
+    "max_pool": dict(batch=2, channels=3, size=12),
+    "softmax": dict(batch=3, n_in=30, n_out=20),
+    "softmax_homebrew": dict(batch=3, n_in=30, n_out=20),
+    "flatten": dict(batch=2, c=3, h=4, w=5),
+    "chain": dict(n=37, depth=20),
+    "mlp_step": dict(batch=4, sizes=(20, 16, 12, 10)),
+    "lenet_step": dict(batch=2),
+}
+
+
+def test_every_workload_is_covered():
+    assert set(SMALL) == set(WORKLOADS)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_workload_gradient_with_auto_equals_evaluate(name):
+    case = WORKLOADS[name].instantiate(**SMALL[name])
+    ph = {i.name: pa.placeholder(i.shape, i.dtype, name=i.name) for i in case.inputs}
+    Y = case.forward_te(ph)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], head=H))
+    rng = np.random.default_rng(7)
+    arrays = {i.name: i.draw(rng) for i in case.inputs}
+    h = rng.standard_normal(Y.shape).astype(np.float32)
+    inputs = [ph[i.name] for i in case.inputs] + [H]
+    feeds = {ph[k]: v for k, v in arrays.items()}
+    feeds[H] = h
+    ref = pa.evaluate(grads, feeds)
+    mod = pa.build(grads, inputs)  # the default: auto
+    got = mod(*[arrays[i.name] for i in case.inputs], h)
+    for g, r in zip(got, ref):
+        scale = max(1.0, float(np.abs(r).max()))
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * scale)
