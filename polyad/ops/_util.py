@@ -14,8 +14,28 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import Const, Expr, as_expr, cast
+from ..te.expr import Const, Expr, as_expr, binary, cast
 from ..te.tensor import Tensor, compute
+
+
+def is_int(v):
+    """A Python or numpy integer, not a bool: what sizes, axes, strides and paddings are."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_tensor(x, op, arg="input"):
+    """``x`` when it is a tensor; DtypeError naming the op and the argument otherwise."""
+    if not isinstance(x, Tensor):
+        raise DtypeError(f"{op}: expected a tensor for {arg}, got {type(x).__name__} {x!r}")
+    return x
+
+
+def conjunction(conds):
+    """The ``and`` of bool expressions; None when there are none (no guard at all)."""
+    out = None
+    for c in conds:
+        out = c if out is None else binary("and", out, c)
+    return out
 
 
 def tensor_name(x):
@@ -33,7 +53,7 @@ def describe(x):
 
 def normalize_axis(axis, ndim, what):
     """An axis in [-ndim, ndim) -> [0, ndim); AxisError naming ``what`` otherwise."""
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+    if not is_int(axis):
         raise AxisError(f"{what}: axis must be an integer, got {axis!r}")
     if not -ndim <= axis < ndim:
         raise AxisError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
@@ -192,5 +212,5 @@ def elementwise(fn, *xs, name, tag="elementwise"):
 __all__ = [
     "normalize_axis", "normalize_axes", "broadcast_shape", "broadcast_read", "elementwise",
     "operand_shape", "operand_dtype", "tensor_name", "as_expr", "describe", "check_operand",
-    "result_dtype", "scalar_const", "read_as", "map_compute",
+    "result_dtype", "scalar_const", "read_as", "map_compute", "is_int", "check_tensor", "conjunction",
 ]

@@ -11,7 +11,7 @@ from ..errors import DtypeError
 from ..te import dtype as dt
 from ..te.expr import Expr
 from ..te.tensor import Tensor, check_shape, compute
-from ._util import check_operand, scalar_const
+from ._util import check_operand, check_tensor, scalar_const
 
 __all__ = ["full", "zeros", "ones", "full_like", "zeros_like", "ones_like"]
 
@@ -45,9 +45,7 @@ def ones(shape, dtype="float32"):
 
 
 def _like(name, x):
-    if not isinstance(x, Tensor):
-        raise DtypeError(f"{name}: the prototype must be a tensor, got {x!r}")
-    return x
+    return check_tensor(x, name, "the prototype")
 
 
 def full_like(x, fill_value, dtype=None):

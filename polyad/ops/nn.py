@@ -8,17 +8,16 @@ exact domains.  Stage names start with the op name; tags follow TOPI
 ("elementwise", "broadcast", "injective", "reduction", "conv2d", "pool", "dense").
 """
 
-import numpy as np
-
 from ..errors import DtypeError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import as_expr, cast, const, reduce_axis, select
+from ..te.expr import cast, const, reduce_axis, select
 from ..te.expr import max as _max
 from ..te.expr import min as _min
 from ..te.expr import sum as _sum
 from ..te.intrin import exp, log, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
-from ..te.tensor import Tensor, compute
-from ._util import normalize_axes, normalize_axis
+from ..te.tensor import compute
+from ._util import check_tensor, conjunction, is_int, normalize_axes, normalize_axis
+from .transform import batch_flatten, pad
 
 __all__ = [
     "dense", "bias_add", "relu", "leaky_relu", "prelu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -30,12 +29,6 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # argument checking
 # ---------------------------------------------------------------------------
-
-def _tensor(x, op, arg):
-    if not isinstance(x, Tensor):
-        raise PolyadError(f"{op}: {arg} must be a tensor, got {type(x).__name__} {x!r}")
-    return x
-
 
 def _ndim(x, n, op, layout=None):
     if x.ndim != n:
@@ -57,7 +50,7 @@ def _same_dtype(a, b, op):
 
 def _per_channel(p, x, axis, op, arg):
     """``p`` must be a 1-D tensor with one entry per index of ``x``'s axis ``axis``."""
-    _tensor(p, op, arg)
+    check_tensor(p, op, arg)
     _same_dtype(x, p, op)
     if p.ndim != 1 or p.shape[0] != x.shape[axis]:
         raise ShapeError(
@@ -67,14 +60,14 @@ def _per_channel(p, x, axis, op, arg):
 
 
 def _int(v, what, op, lo):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo:
+    if not is_int(v) or v < lo:
         raise ShapeError(f"{op}: {what} must be an integer >= {lo}, got {v!r}")
     return int(v)
 
 
 def _pair(v, what, op, lo=1):
     """An int or a pair of ints -> (height, width)."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+    if is_int(v):
         v = (v, v)
     try:
         v = tuple(v)
@@ -87,7 +80,7 @@ def _pair(v, what, op, lo=1):
 
 def _padding(p, op):
     """int, (h, w) or (top, left, bottom, right) -> (top, left, bottom, right)."""
-    if isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)):
+    if is_int(p):
         p = (p, p)
     try:
         p = tuple(p)
@@ -111,8 +104,8 @@ def _zero(x):
 def dense(data, weight, bias=None):
     """``Y = X·Wᵀ + B``: data (batch, in), weight (out, in), bias (out,) or None."""
     op = "dense"
-    _tensor(data, op, "data")
-    _tensor(weight, op, "weight")
+    check_tensor(data, op, "data")
+    check_tensor(weight, op, "weight")
     _ndim(data, 2, op, "batch, in_features")
     _ndim(weight, 2, op, "out_features, in_features")
     _same_dtype(data, weight, op)
@@ -136,7 +129,7 @@ def dense(data, weight, bias=None):
 def bias_add(data, bias, axis=1):
     """``data + bias`` with the 1-D ``bias`` broadcast along ``axis`` of ``data``."""
     op = "bias_add"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
     _per_channel(bias, data, axis, op, "bias")
     return compute(data.shape, lambda *i: data[i] + bias[i[axis]], name=op, tag="broadcast")
@@ -144,7 +137,7 @@ def bias_add(data, bias, axis=1):
 
 def relu(x):
     """``max(x, 0)``."""
-    _tensor(x, "relu", "x")
+    check_tensor(x, "relu", "x")
     if dt.is_bool(x.dtype):
         raise DtypeError(f"relu: tensor {x.name!r} is bool; cast it to a number first")
     return compute(x.shape, lambda *i: _max(x[i], _zero(x)), name="relu", tag="elementwise")
@@ -152,7 +145,7 @@ def relu(x):
 
 def leaky_relu(x, alpha=0.01):
     """``x`` where positive, ``alpha * x`` elsewhere."""
-    _tensor(x, "leaky_relu", "x")
+    check_tensor(x, "leaky_relu", "x")
     _float(x, "leaky_relu")
     a = const(float(alpha), x.dtype)
     return compute(x.shape, lambda *i: select(x[i] > _zero(x), x[i], a * x[i]), name="leaky_relu", tag="elementwise")
@@ -161,7 +154,7 @@ def leaky_relu(x, alpha=0.01):
 def prelu(x, alpha, axis=1):
     """Leaky relu with a learned slope per index of ``axis`` (``alpha`` is 1-D)."""
     op = "prelu"
-    _tensor(x, op, "x")
+    check_tensor(x, op, "x")
     _float(x, op)
     axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
     _per_channel(alpha, x, axis, op, "alpha")
@@ -172,13 +165,13 @@ def prelu(x, alpha, axis=1):
 
 def sigmoid(x):
     """``1 / (1 + exp(-x))``."""
-    _tensor(x, "sigmoid", "x")
+    check_tensor(x, "sigmoid", "x")
     _float(x, "sigmoid")
     return compute(x.shape, lambda *i: _sigmoid(x[i]), name="sigmoid", tag="elementwise")
 
 
 def tanh(x):
-    _tensor(x, "tanh", "x")
+    check_tensor(x, "tanh", "x")
     _float(x, "tanh")
     return compute(x.shape, lambda *i: _tanh(x[i]), name="tanh", tag="elementwise")
 
@@ -212,7 +205,7 @@ def _drop(idx, axis):
 def softmax(x, axis=-1):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (three stages: max, exp-sum, divide)."""
     op = "softmax"
-    _tensor(x, op, "x")
+    check_tensor(x, op, "x")
     _float(x, op)
     axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
     m, s = _max_and_expsum(x, axis, op)
@@ -224,7 +217,7 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
     op = "log_softmax"
-    _tensor(x, op, "x")
+    check_tensor(x, op, "x")
     _float(x, op)
     axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
     m, s = _max_and_expsum(x, axis, op)
@@ -242,8 +235,8 @@ def cross_entropy(logits, labels):
     a label outside ``[0, classes)`` therefore contributes no target term.
     """
     op = "cross_entropy"
-    _tensor(logits, op, "logits")
-    _tensor(labels, op, "labels")
+    check_tensor(logits, op, "logits")
+    check_tensor(labels, op, "labels")
     _ndim(logits, 2, op, "batch, classes")
     _float(logits, op)
     if not dt.is_int(labels.dtype):
@@ -273,36 +266,16 @@ def cross_entropy(logits, labels):
 # convolution
 # ---------------------------------------------------------------------------
 
-def _pad(data, pad_before, pad_after, value=0.0, name="pad"):
-    """Constant padding: reads of ``data`` under a ``pa.select`` guard on the padded axes only."""
-    pad_before, pad_after = tuple(pad_before), tuple(pad_after)
+def _pad(data, pad_before, pad_after, name):
+    """Zero padding as its own stage (``pa.ops.pad``: select-guarded reads); ``data`` when nothing is padded."""
     if not any(pad_before) and not any(pad_after):
         return data
-    shape = tuple(s + a + b for s, a, b in zip(data.shape, pad_before, pad_after))
-    fill = as_expr(value, data.dtype)
-
-    def body(*i):
-        cond = None
-        src = []
-        for d, (ix, a, b) in enumerate(zip(i, pad_before, pad_after)):
-            src.append(ix - a if a else ix)
-            c = None
-            if a:
-                c = ix >= a
-            if b:
-                hi = ix < data.shape[d] + a
-                c = hi if c is None else c & hi
-            if c is not None:
-                cond = c if cond is None else cond & c
-        return select(cond, data[tuple(src)], fill)
-
-    return compute(shape, body, name=name, tag="injective",
-                   attrs={"pad_before": pad_before, "pad_after": pad_after})
+    return pad(data, list(zip(pad_before, pad_after)), name=name)
 
 
 def _conv_common(data, weight, op):
-    _tensor(data, op, "data")
-    _tensor(weight, op, "weight")
+    check_tensor(data, op, "data")
+    check_tensor(weight, op, "weight")
     _ndim(data, 4, op, "NCHW")
     _ndim(weight, 4, op, "OIHW" if op == "conv2d" else "in, out/groups, kh, kw")
     _float(data, op)
@@ -415,9 +388,7 @@ def conv2d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilat
                 conds.append(t <= (size - 1) * s)
             if s > 1:
                 conds.append(t % s == 0)
-        cond = None
-        for c_ in conds:
-            cond = c_ if cond is None else cond & c_
+        cond = conjunction(conds)
         ci = rc if groups == 1 else (f // cog) * cig + rc
         fo = f if groups == 1 else f % cog
         return _sum(data[b, ci, ty // sh, tx // sw] * weight[ci, fo, rh, rw], axis=[rc, rh, rw], where=cond)
@@ -450,7 +421,7 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     a ceil-mode window past the padding, or by the in-range count otherwise.
     """
     op = "pool2d"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _ndim(data, 4, op, "NCHW")
     if pool_type not in ("max", "avg"):
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
@@ -480,11 +451,8 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
 
     def bounds(y, x):
         iy, ix = y * sh + rh - pt, x * sw + rw - pl
-        cond = None
-        for flag, cnd in ((low_h, lambda: iy >= 0), (high_h, lambda: iy < h),
-                          (low_w, lambda: ix >= 0), (high_w, lambda: ix < w)):
-            if flag:
-                cond = cnd() if cond is None else cond & cnd()
+        cond = conjunction(cnd() for flag, cnd in ((low_h, lambda: iy >= 0), (high_h, lambda: iy < h),
+                                                   (low_w, lambda: ix >= 0), (high_w, lambda: ix < w)) if flag)
         return iy, ix, cond
 
     def reduce_body(red):
@@ -519,7 +487,7 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
 def global_pool2d(data, pool_type="max"):
     """Max or average over the whole height and width: (N, C, H, W) -> (N, C, 1, 1)."""
     op = "global_pool2d"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _ndim(data, 4, op, "NCHW")
     if pool_type not in ("max", "avg"):
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
@@ -537,7 +505,7 @@ def global_pool2d(data, pool_type="max"):
 def upsampling(data, scale=2, method="nearest"):
     """Nearest-neighbour upsampling of NCHW data by integer factors (int or (h, w))."""
     op = "upsampling"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _ndim(data, 4, op, "NCHW")
     if method != "nearest":
         raise PolyadError(f"{op}: method {method!r} is not supported (only 'nearest')")
@@ -549,8 +517,6 @@ def upsampling(data, scale=2, method="nearest"):
 
 def flatten(data):
     """(N, d1, d2, ...) -> (N, d1*d2*...): ``pa.ops.batch_flatten``."""
-    from .transform import batch_flatten
-
     return batch_flatten(data, name="flatten")
 
 
@@ -561,7 +527,7 @@ def flatten(data):
 def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5):
     """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` per index of ``axis``."""
     op = "batch_norm"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _float(data, op)
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
     for p, arg in ((gamma, "gamma"), (beta, "beta"), (moving_mean, "moving_mean"), (moving_var, "moving_var")):
@@ -581,8 +547,8 @@ def dropout(data, mask, rate=0.5):
     ``rate == 1`` drops everything: the output is zero, as in PyTorch.
     """
     op = "dropout"
-    _tensor(data, op, "data")
-    _tensor(mask, op, "mask")
+    check_tensor(data, op, "data")
+    check_tensor(mask, op, "mask")
     _float(data, op)
     if mask.shape != data.shape:
         raise ShapeError(f"{op}: mask {mask.name!r} has shape {mask.shape} but data {data.name!r} has {data.shape}")
@@ -609,7 +575,7 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
     window ``[c - size//2, c + (size-1)//2]`` clipped to the axis.
     """
     op = "lrn"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _float(data, op)
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
     size = _int(size, "size", f"{op} of {data.name!r}", 1)
@@ -619,11 +585,7 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
 
     def sq(*i):
         j = i[axis] + r - half
-        cond = None
-        if half > 0:
-            cond = j >= 0
-        if size - 1 - half > 0:
-            cond = (j < ch) if cond is None else cond & (j < ch)
+        cond = conjunction(([j >= 0] if half > 0 else []) + ([j < ch] if size - 1 - half > 0 else []))
         v = data[_replace(i, axis, j)]
         return _sum(v * v, axis=r, where=cond)
 
@@ -638,7 +600,7 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
 def l2_normalize(data, eps=1e-12, axis=None):
     """``x / sqrt(max(sum(x**2, axis), eps))`` (TVM's l2_normalize); axis None means all axes."""
     op = "l2_normalize"
-    _tensor(data, op, "data")
+    check_tensor(data, op, "data")
     _float(data, op)
     axes = normalize_axes(axis, data.ndim, f"{op} of {data.name!r}")
     keep = tuple(d for d in range(data.ndim) if d not in axes)

@@ -20,19 +20,13 @@ from ..te.expr import max as _te_max
 from ..te.expr import min as _te_min
 from ..te.expr import prod as _te_prod
 from ..te.expr import sum as _te_sum
-from ..te.tensor import Tensor, compute
-from ._util import normalize_axes, normalize_axis
+from ..te.tensor import compute
+from ._util import check_tensor, normalize_axes, normalize_axis
 
 __all__ = ["sum", "max", "min", "mean", "prod", "argmax", "argmin"]
 
 _any = comm_reducer(lambda x, y: binary("or", x, y), lambda t: Const(False, t), name="any")
 _all = comm_reducer(lambda x, y: binary("and", x, y), lambda t: Const(True, t), name="all")
-
-
-def _check_tensor(name, x):
-    if not isinstance(x, Tensor):
-        raise DtypeError(f"{name}: expected a tensor, got {x!r}")
-    return x
 
 
 def _dtype_arg(name, x, dtype, default):
@@ -83,7 +77,7 @@ def _accumulator(x):
 
 def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
     """Sum over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
-    x = _check_tensor("sum", x)
+    x = check_tensor(x, "sum")
     t = _dtype_arg("sum", x, dtype, _accumulator(x))
     return _reduction("sum", x, _axes("sum", x, axis), keepdims,
                       lambda e, k: _te_sum(cast(e, t), axis=k), lambda e: cast(e, t))
@@ -91,7 +85,7 @@ def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
 
 def prod(x, axis=None, keepdims=False, dtype=None):
     """Product over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
-    x = _check_tensor("prod", x)
+    x = check_tensor(x, "prod")
     t = _dtype_arg("prod", x, dtype, _accumulator(x))
     return _reduction("prod", x, _axes("prod", x, axis), keepdims,
                       lambda e, k: _te_prod(cast(e, t), axis=k), lambda e: cast(e, t))
@@ -99,14 +93,14 @@ def prod(x, axis=None, keepdims=False, dtype=None):
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
     """Maximum over ``axis`` (any for bool)."""
-    x = _check_tensor("max", x)
+    x = check_tensor(x, "max")
     red = _any if dt.is_bool(x.dtype) else (lambda e, axis: _te_max(e, axis=axis))
     return _reduction("max", x, _axes("max", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
 
 
 def min(x, axis=None, keepdims=False):  # noqa: A001
     """Minimum over ``axis`` (all for bool)."""
-    x = _check_tensor("min", x)
+    x = check_tensor(x, "min")
     red = _all if dt.is_bool(x.dtype) else (lambda e, axis: _te_min(e, axis=axis))
     return _reduction("min", x, _axes("min", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
 
@@ -116,7 +110,7 @@ def mean(x, axis=None, keepdims=False, dtype=None):
 
     One stage: the sum of ``x * (1/n)``.
     """
-    x = _check_tensor("mean", x)
+    x = check_tensor(x, "mean")
     t = _dtype_arg("mean", x, dtype, x.dtype if dt.is_float(x.dtype) else "float64")
     if not dt.is_float(t):
         raise DtypeError(f"mean of tensor {x.name!r}: dtype {t} is not a float dtype")
@@ -160,7 +154,7 @@ _argmin = comm_reducer(_arg_combiner("lt"), _arg_identity(dt.max_value), name="a
 
 
 def _arg(name, reducer, x, axis, keepdims):
-    x = _check_tensor(name, x)
+    x = check_tensor(x, name)
     what = f"{name} of tensor {x.name!r} {x.shape}"
     if axis is None:
         axes = tuple(range(x.ndim))

@@ -20,32 +20,22 @@ from ..errors import AxisError, DtypeError, IndexingError, OutOfBoundsError, Pol
 from ..te import dtype as dt
 from ..te.expr import as_expr, binary, floordiv, floormod, reduce_axis, select, sum as _sum
 from ..te.tensor import Tensor, compute
-from ._util import broadcast_shape, normalize_axes, normalize_axis
+from ._util import broadcast_shape, check_tensor, conjunction, is_int, normalize_axes, normalize_axis
 
 
 # ---------------------------------------------------------------------------
 # argument checking
 # ---------------------------------------------------------------------------
 
-def _tensor(x, op, what="input"):
-    if not isinstance(x, Tensor):
-        raise PolyadError(f"{op}: {what} must be a tensor, got {x!r}")
-    return x
-
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def _int_tuple(values, op, what):
-    if _is_int(values):
+    if is_int(values):
         values = (values,)
     try:
         values = tuple(values)
     except TypeError:
         raise ShapeError(f"{op}: {what} must be an integer or a sequence of integers, got {values!r}") from None
     for i, v in enumerate(values):
-        if not _is_int(v):
+        if not is_int(v):
             raise ShapeError(f"{op}: {what}[{i}] = {v!r} is not an integer")
     return tuple(int(v) for v in values)
 
@@ -60,13 +50,6 @@ def _min(a, b):
 
 def _max(a, b):
     return binary("max", a, b)
-
-
-def _all(conds):
-    out = None
-    for c in conds:
-        out = c if out is None else binary("and", out, c)
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -148,25 +131,25 @@ def _infer_shape(x, newshape, op):
 
 def reshape(x, newshape, name="reshape"):
     """numpy ``reshape`` (row-major); one axis of ``newshape`` may be -1."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     shape = _infer_shape(x, newshape, name)
     return compute(shape, lambda *i: x[_reshape_indices(x.shape, shape, i)], name=name, tag="injective")
 
 
 def reshape_like(x, like, name="reshape_like"):
     """Reshape ``x`` to the shape of tensor ``like``."""
-    return reshape(x, _tensor(like, name, "like").shape, name=name)
+    return reshape(x, check_tensor(like, name, "like").shape, name=name)
 
 
 def flatten(x, name="flatten"):
     """numpy ``ravel``: all of ``x`` as one row-major axis."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     return reshape(x, (x.size,), name=name)
 
 
 def batch_flatten(x, name="batch_flatten"):
     """(N, ...) -> (N, prod(...)): keep the first axis, flatten the rest."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     if x.ndim == 0:
         raise ShapeError(f"{name} of tensor {x.name!r}: needs at least 1 axis (the batch axis 0), got a scalar")
     return reshape(x, (x.shape[0], _prod(x.shape[1:])), name=name)
@@ -174,7 +157,7 @@ def batch_flatten(x, name="batch_flatten"):
 
 def squeeze(x, axis=None, name="squeeze"):
     """Remove size-1 axes (all of them, or those in ``axis``, which must have size 1)."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     if axis is None:
         drop = tuple(d for d, s in enumerate(x.shape) if s == 1)
     else:
@@ -195,7 +178,7 @@ def squeeze(x, axis=None, name="squeeze"):
 
 def expand_dims(x, axis, name="expand_dims"):
     """numpy ``expand_dims``: insert size-1 axes at the positions ``axis`` of the result."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     n = x.ndim + len(_int_tuple(axis, name, "axis"))
     new = normalize_axes(axis, n, f"{name} of tensor {x.name!r}")
     old = [d for d in range(n) if d not in new]
@@ -207,7 +190,7 @@ def expand_dims(x, axis, name="expand_dims"):
 
 def transpose(x, axes=None, name="transpose"):
     """numpy ``transpose``: output axis k is input axis ``axes[k]``; None reverses the axes."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     if axes is None:
         axes = tuple(range(x.ndim - 1, -1, -1))
     axes = _int_tuple(axes, name, "axes")
@@ -232,7 +215,7 @@ def transpose(x, axes=None, name="transpose"):
 
 def layout_transform(x, src_layout, dst_layout, name="layout_transform"):
     """Permute axes between layouts named by distinct letters, e.g. ``"NCHW"`` -> ``"NHWC"``."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     for lay in (src_layout, dst_layout):
         if not isinstance(lay, str) or not lay.isalpha() or len(set(lay.upper())) != len(lay):
             raise AxisError(f"{name} of tensor {x.name!r}: layout {lay!r} must be distinct letters like 'NCHW'")
@@ -254,7 +237,7 @@ def concatenate(tensors, axis=0, name="concatenate"):
     if not tensors:
         raise ShapeError(f"{name}: needs at least one tensor")
     for t in tensors:
-        _tensor(t, name)
+        check_tensor(t, name)
     t0 = tensors[0]
     if t0.ndim == 0:
         raise ShapeError(f"{name}: tensor {t0.name!r} is a scalar; zero-dimensional tensors cannot be concatenated")
@@ -294,7 +277,7 @@ def stack(tensors, axis=0, name="stack"):
     if not tensors:
         raise ShapeError(f"{name}: needs at least one tensor")
     for t in tensors:
-        _tensor(t, name)
+        check_tensor(t, name)
     t0 = tensors[0]
     axis = normalize_axis(axis, t0.ndim + 1, f"{name} of tensor {t0.name!r}")
     for t in tensors[1:]:
@@ -345,7 +328,7 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     bound).  Out-of-range bounds clamp as in numpy; negative strides walk
     backwards.  ``axes`` (as in TVM) names the axes the lists apply to.
     """
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     begin, end = list(begin), list(end)
     strides = [1] * len(begin) if strides is None else list(strides)
     if axes is None:
@@ -364,7 +347,7 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     for k, d in enumerate(axes):
         b, e, s = begin[k], end[k], strides[k]
         for what, v in (("begin", b), ("end", e), ("stride", s)):
-            if v is not None and not _is_int(v):
+            if v is not None and not is_int(v):
                 raise ShapeError(f"{name} of tensor {x.name!r}: axis {d} {what} {v!r} is not an integer")
         starts[d], steps[d], shape[d] = _norm_slice(x, d, b, e, s, name)
     return _slice_compute(x, starts, steps, tuple(shape), name)
@@ -372,7 +355,7 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
 
 def flip(x, axis=None, name="flip"):
     """numpy ``flip``: reverse the given axes (all when None)."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     axes = normalize_axes(axis, x.ndim, f"{name} of tensor {x.name!r}")
     starts = [x.shape[d] - 1 if d in axes else 0 for d in range(x.ndim)]
     steps = [-1 if d in axes else 1 for d in range(x.ndim)]
@@ -385,12 +368,12 @@ def split(x, indices_or_sections, axis=0, name="split"):
     Returns a list of tensors.  A piece would be empty (repeated or
     out-of-range indices) raises ShapeError: tensors have no empty axes.
     """
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     if x.ndim == 0:
         raise ShapeError(f"{name} of tensor {x.name!r}: cannot split a scalar")
     axis = normalize_axis(axis, x.ndim, f"{name} of tensor {x.name!r}")
     n = x.shape[axis]
-    if _is_int(indices_or_sections):
+    if is_int(indices_or_sections):
         sec = int(indices_or_sections)
         if sec <= 0 or n % sec:
             raise ShapeError(f"{name} of tensor {x.name!r}: axis {axis} of size {n} does not split into {sec} equal sections")
@@ -410,7 +393,7 @@ def split(x, indices_or_sections, axis=0, name="split"):
 
 def slice_like(x, like, axes=None, name="slice_like"):
     """TVM ``slice_like``: the leading ``like.shape`` corner of ``x`` on ``axes`` (default: the axes of ``like``)."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     lshape = like.shape if isinstance(like, Tensor) else _int_tuple(like, name, "shape")
     if axes is None:
         if len(lshape) > x.ndim:
@@ -455,12 +438,12 @@ def broadcast_to(x, shape, name="broadcast_to"):
 
 
 def broadcast_to_like(x, like, name="broadcast_to_like"):
-    return broadcast_to(x, _tensor(like, name, "like").shape, name=name)
+    return broadcast_to(x, check_tensor(like, name, "like").shape, name=name)
 
 
 def collapse_sum_to(x, shape, name="collapse_sum"):
     """Sum ``x`` down to ``shape``, which must broadcast to ``x.shape``: the adjoint of broadcast_to."""
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     shape = _int_tuple(shape, name, "shape")
     off = x.ndim - len(shape)
     if off < 0:
@@ -485,7 +468,7 @@ def collapse_sum_to(x, shape, name="collapse_sum"):
 
 def collapse_sum_like(x, like, name="collapse_sum_like"):
     """Sum ``x`` to the shape of ``like`` (summing the axes broadcasting added or widened)."""
-    return collapse_sum_to(x, _tensor(like, name, "like").shape, name=name)
+    return collapse_sum_to(x, check_tensor(like, name, "like").shape, name=name)
 
 
 # ---------------------------------------------------------------------------
@@ -500,7 +483,7 @@ def _pad_widths(x, pad_width, name):
     out = []
     for d in range(x.ndim):
         b, a = pw[d]
-        if not (_is_int(b) and _is_int(a)) or b < 0 or a < 0:
+        if not (is_int(b) and is_int(a)) or b < 0 or a < 0:
             raise ShapeError(f"{name} of tensor {x.name!r}: axis {d} pad ({b!r}, {a!r}) must be non-negative integers")
         out.append((int(b), int(a)))
     return out
@@ -513,7 +496,7 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
     per axis.  ``reflect`` needs pads smaller than the axis, ``symmetric``
     pads at most the axis size (numpy would reflect repeatedly).
     """
-    x = _tensor(x, name)
+    x = check_tensor(x, name)
     pw = _pad_widths(x, pad_width, name)
     shape = tuple(s + b + a for s, (b, a) in zip(x.shape, pw))
     padded = [d for d in range(x.ndim) if pw[d] != (0, 0)]
@@ -532,7 +515,7 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
                     conds.append(i[d] >= b)
                 if a:
                     conds.append(i[d] < b + x.shape[d])
-            cond = _all(conds)
+            cond = conjunction(conds)
             return x[idx] if cond is None else select(cond, x[idx], value)
 
         return compute(shape, body, name=name, tag="injective")
@@ -590,7 +573,7 @@ def take(a, indices, axis=None, mode="clip", name="take"):
     raises OutOfBoundsError on an index out of range (compiled code does not
     check: use it only for indices known to be valid).
     """
-    a = _tensor(a, name)
+    a = check_tensor(a, name)
     if mode not in _TAKE_MODES:
         raise PolyadError(f"{name} of tensor {a.name!r}: mode {mode!r} is not one of {_TAKE_MODES}")
     if axis is None:
@@ -605,7 +588,7 @@ def take(a, indices, axis=None, mode="clip", name="take"):
         if not dt.is_int(indices.dtype):
             raise IndexingError(f"{what}: indices tensor {indices.name!r} is {indices.dtype}; indices must be integers")
         ind_shape = indices.shape
-    elif _is_int(indices):
+    elif is_int(indices):
         k = int(indices)
         if mode == "clip":
             k = min(max(k, 0), n - 1)
@@ -664,9 +647,9 @@ def _check_same_dtype(a, b, name):
 def tensordot(a, b, axes=2, name="tensordot"):
     """numpy ``tensordot``: sum over ``axes`` (an int N: the last N of ``a`` with the first N of ``b``,
     or a pair of axis lists)."""
-    a, b = _tensor(a, name), _tensor(b, name)
+    a, b = check_tensor(a, name), check_tensor(b, name)
     _check_same_dtype(a, b, name)
-    if _is_int(axes):
+    if is_int(axes):
         if not 0 <= axes <= min(a.ndim, b.ndim):
             raise AxisError(f"{name} of tensors {a.name!r} and {b.name!r}: cannot contract {axes} axes")
         ax_a, ax_b = tuple(range(a.ndim - axes, a.ndim)), tuple(range(axes))
@@ -710,7 +693,7 @@ def tensordot(a, b, axes=2, name="tensordot"):
 
 def matmul(a, b, name="matmul"):
     """numpy ``matmul``: 1-D operands are promoted and their axis dropped; batch axes broadcast."""
-    a, b = _tensor(a, name), _tensor(b, name)
+    a, b = check_tensor(a, name), check_tensor(b, name)
     _check_same_dtype(a, b, name)
     for t in (a, b):
         if t.ndim == 0:

@@ -515,6 +515,13 @@ def test_other_bad_input():
         pa.nn.pool2d(ph((1, 1, 3, 3), "X"), 2, pool_type="sum")
     with pytest.raises(pa.ShapeError, match=r"'m'.*'X'"):
         pa.nn.dropout(X, ph((2, 4), "m", "bool"), 0.5)
+    # one check for every op: the op and the argument are named
+    with pytest.raises(pa.DtypeError, match=r"dense: expected a tensor for weight, got ndarray"):
+        pa.nn.dense(X, np.ones((3, 5)))
+    with pytest.raises(pa.DtypeError, match=r"transpose: expected a tensor for input, got list"):
+        pa.ops.transpose([[1.0]])
+    with pytest.raises(pa.DtypeError, match=r"zeros_like: expected a tensor for the prototype"):
+        pa.ops.zeros_like(np.ones(3))
 
 
 # ---------------------------------------------------------------------------
