@@ -126,9 +126,9 @@ class Block:
             if op in ("and", "or"):
                 a = self.ev(args[0], mask)
                 guard = a if op == "and" else np.logical_not(a)
-                b = self.ev(args[1], _and(mask, guard) if a.ndim else (mask if bool(guard) else None))
                 if a.ndim == 0 and not bool(guard):
-                    return a
+                    return a  # decided by the first operand: the second is never evaluated (its reads may be invalid)
+                b = self.ev(args[1], _and(mask, guard) if a.ndim else mask)
                 return NUMPY_OPS[op](a, b)
             vals = [self.ev(a, mask) for a in args]
             return np.asarray(NUMPY_OPS[op](*vals)).astype(e.dtype, copy=False)

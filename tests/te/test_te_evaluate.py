@@ -70,6 +70,20 @@ def test_padding_reads_are_legal_under_a_false_select_branch():
     np.testing.assert_allclose(pa.evaluate(S, {X: x}), ref, rtol=1e-6)
 
 
+def test_an_and_decided_by_a_scalar_first_operand_never_evaluates_the_second():
+    S = pa.placeholder((), name="S")
+    X = pa.placeholder((4,), name="X")
+    # X[i + 2] is out of range for i >= 2, but only read where S > 0 (scalar, whole-stage) and it holds
+    Y = pa.compute((4,), lambda i: pa.select((S[()] > 0.0) & (X[i + 2] > 0.0), 1.0, 0.0), name="Y")
+    Z = pa.compute((4,), lambda i: pa.select((S[()] <= 0.0) | (X[i + 2] > 0.0), 1.0, 0.0), name="Z")
+    x = np.arange(4, dtype="float32")
+    y, z = pa.evaluate([Y, Z], {S: np.float32(-1), X: x})
+    np.testing.assert_array_equal(y, np.zeros(4))
+    np.testing.assert_array_equal(z, np.ones(4))
+    with pytest.raises(pa.OutOfBoundsError, match="'X' at axis 0 index 4"):
+        pa.evaluate(Y, {S: np.float32(1), X: x})
+
+
 def test_reducers_sum_prod_max_min_with_where_and_empty_sets():
     X = pa.placeholder((3, 4), name="X")
     k = pa.reduce_axis((0, 4), "k")
