@@ -142,7 +142,14 @@ class PolyOp(Operation):
         return evaluate_polyop(self, values)
 
     def as_compute(self):
-        """An equivalent plain-compute graph (autodiff differentiates it: gradients of gradients)."""
+        """An equivalent plain-compute graph (autodiff differentiates it: gradients of gradients).
+
+        Built once per stage, so differentiating w.r.t. several inputs shares its derivative work.
+        """
+        return self._as_compute
+
+    @cached_property
+    def _as_compute(self):
         from .to_compute import as_compute
 
         return as_compute(self)
