@@ -92,6 +92,54 @@ class StageInfo:
     reduction: bool
     itemsize: int
     loads: tuple  # per distinct Load: (frozenset of output dims its indices use, contiguous in the last dim)
+    regions: tuple = ()  # per statement: (iterations, interior intervals or None, output intervals)
+
+
+def _regions(st):
+    """(interior, outer) per-dimension intervals of a statement's output points.
+
+    codegen runs a block through the fast (unrolled, vector) path only when it
+    is a full tile: all its points in the statement's output domain, all with
+    the same reduction points.  ``interior`` bounds the points whose
+    reduction slice is the whole reduction box (None: no such point); blocks
+    outside it take the naive path.
+    """
+    import islpy as isl
+
+    from ..poly.convert import bounds
+
+    n, m = st.n_out, len(st.vars) - st.n_out
+    D = st.domain.reset_tuple_id()
+    if D.is_empty() or n == 0:
+        return None, None
+    O = D.project_out(isl.dim_type.set, n, m)
+    if m:
+        bb = bounds(D)[n:]
+        names = [f"d{i}" for i in range(n + m)]
+        R = isl.Set("{ [" + ", ".join(names) + "] : " + " and ".join(
+            f"{lo} <= {names[n + k]} <= {hi}" for k, (lo, hi) in enumerate(bb)) + " }")
+        full = O.insert_dims(isl.dim_type.set, n, m).intersect(R)
+        U = O.subtract(full.subtract(D).project_out(isl.dim_type.set, n, m))
+    else:
+        U = O
+    return (None if U.is_empty() else tuple(bounds(U))), tuple(bounds(O))
+
+
+def full_fraction(info, tile):
+    """The fraction of a stage's iterations in full tiles of ``tile`` (the rest runs naive loops)."""
+    if not info.regions or not tile:
+        return 1.0
+    tot = full = 0
+    for w, inner, outer in info.regions:
+        tot += w
+        if inner is None:
+            continue
+        f = 1.0
+        for (a, b), (lo, hi), t in zip(inner, outer, tile):
+            blocks = max(0, (b + 1) // t - (-(-a // t)))
+            f *= min(1.0, blocks * t / max(1, hi - lo + 1))
+        full += w * f
+    return full / tot if tot else 1.0
 
 
 def _contiguous(index, var):
@@ -115,11 +163,16 @@ def stage_info(op):
     import numpy as np
 
     it = fl = 0
-    loads, red = [], False
+    loads, red, regions = [], False, []
+    simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
     for st in statements_of(op):
         i, f = statement_cost(st)
         it += i
         fl += f
+        if not simple:
+            inner, outer = _regions(st)
+            if outer is not None:
+                regions.append((i, inner, outer))
         red |= st.combiner is not None
         outs = st.out_vars
         for n in post_order(tuple(st.values)):
@@ -129,7 +182,8 @@ def stage_info(op):
                 contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
                     _uses(ix, last) for ix in n.indices[:-1])
                 loads.append((used, contig))
-    return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads))
+    return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads),
+                     tuple(regions))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +219,29 @@ def stage_candidates(info, dm):
 
 
 def stage_cost(info, ss, dm):
-    """Estimated seconds of one stage under ``ss`` on ``dm`` (a model: it ranks, it does not predict)."""
+    """Estimated seconds of one stage under ``ss`` on ``dm`` (a model: it ranks, it does not predict).
+
+    Blocks that are not full tiles run the naive loops: their share costs what the naive schedule costs.
+    """
+    frac = full_fraction(info, ss.tile) if ss.tile else 1.0
+    t = _blocked_cost(info, ss, dm)
+    if frac < 1.0:
+        t = frac * t + (1.0 - frac) * _blocked_cost(info, StageSchedule(unroll=ss.unroll), dm)
+    return t
+
+
+# fraction of peak an FMA chain reaches per vector width, with enough accumulators (MACHINE-NOTES:
+# scalar ~43 of 229 GFLOP/s, float4 ~110, float8 180-220; PoCL compiles for AVX-512 here)
+_CPU_LANES = {1: 0.05, 2: 0.15, 4: 0.45, 8: 0.8, 16: 0.85}  # scalar blocks measured ~5 GFLOP/s (conv dX)
+
+
+def _lane_efficiency(vec, dm):
+    if dm.kind != "cpu":
+        return 1.0
+    return _CPU_LANES.get(vec, 0.05) if vec <= dm.vector_width else 0.05
+
+
+def _blocked_cost(info, ss, dm):
     rank = len(info.shape)
     tile = ss.tile or (1,) * rank
     points = max(1, math.prod(info.shape))
@@ -173,11 +249,10 @@ def stage_cost(info, ss, dm):
     blocks = math.prod(-(-s // t) for s, t in zip(info.shape, tile)) if rank else 1
     red = max(1.0, info.iterations / points)
     vec = ss.vectorize
-    lanes = min(vec, dm.vector_width) / dm.vector_width if dm.kind == "cpu" else 1.0
     acc = max(1, block // vec)  # independent (vector) accumulators per work-item
-    ilp = min(1.0, acc / dm.fma_slots) if info.reduction else 1.0
-    # scalar code still gets some ILP from LLVM; vectors need the accumulators
-    compute = info.flops / (dm.peak_gflops * 1e9 * max(lanes * ilp, 0.12 * min(1.0, acc / 4)))
+    # LLVM overlaps a few iterations of a single accumulator chain: at least 3 in flight
+    ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction else 1.0
+    compute = info.flops / (dm.peak_gflops * 1e9 * _lane_efficiency(vec, dm) * ilp)
     live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
     if live > dm.registers:
         compute *= 1 + (live - dm.registers) / 4  # spills

@@ -124,3 +124,19 @@ def test_workload_gradient_with_auto_equals_evaluate(name):
     for g, r in zip(got, ref):
         scale = max(1.0, float(np.abs(r).max()))
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_partial_tiles_of_non_rectangular_domains_count_as_naive():
+    X = pa.placeholder((2, 3, 12, 12), name="X")
+    W = pa.placeholder((4, 3, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, 1, 0, 1)
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], head=H)
+    from polyad.schedule.auto import full_fraction
+
+    info = stage_info(dX.op)
+    (w, inner, outer), = info.regions  # one statement; its reduction is whole only away from the borders
+    assert inner[2:] == ((2, 9), (2, 9)) and outer[2:] == ((0, 11), (0, 11))
+    assert full_fraction(info, (1, 1, 1, 1)) == pytest.approx(64 / 144)
+    assert full_fraction(info, (1, 1, 1, 4)) == pytest.approx(8 / 12 * 4 / 12)  # only the block [4, 8) of the last axis
+    assert full_fraction(info, (1, 1, 12, 12)) == 0.0
