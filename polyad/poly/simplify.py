@@ -385,7 +385,8 @@ def _build(op, out_vars, cases):
     rest = out_box.subtract(covered).coalesce()
     if not rest.is_empty():
         stmts.append(Statement("Z", tuple(out_vars), n, rename(rest, out_vars, "Z"), (zero,)))
-    return PolyOp(op.name, op.shape, (dtype,), tuple(stmts), {"source": op, "simplified": True})
+    # no reference back to op: _MEMO is weak in op, a value holding it would keep it (and its graph) alive
+    return PolyOp(op.name, op.shape, (dtype,), tuple(stmts), {})
 
 
 def _merge_cases(cases, n):

@@ -216,6 +216,22 @@ def test_simplify_is_memoised_and_fast():
     assert t1 - t0 < 1.0 and t2 - t1 < 0.01
 
 
+def test_the_memo_does_not_keep_dead_graphs_alive():
+    import gc
+    import weakref
+
+    def make():
+        H, dX = flatten_raw((2, 3, 4, 2))
+        s = simplify(dX)
+        assert isinstance(s.op, PolyOp)
+        return weakref.ref(dX.op), weakref.ref(s.op)
+
+    refs = [make() for _ in range(3)]
+    gc.collect()  # frees the raw stages, which drops their memo entries ...
+    gc.collect()  # ... and then the simplified stages
+    assert all(r() is None for pair in refs for r in pair)
+
+
 def test_bad_input():
     with pytest.raises(pa.PolyadError):
         simplify("not a tensor")
