@@ -74,6 +74,11 @@ def _show(args):
         print()
         print(pa.estimate(outs))
         print()
+    if args.schedule == "auto":  # the auto-scheduler's decisions and why
+        from .schedule import auto_schedule
+
+        print(auto_schedule(outs).describe())
+        print()
     prog = generate(outs, ins, args.schedule)
     if args.tree:
         print(prog.tree.schedule.get_root().to_str())

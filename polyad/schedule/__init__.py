@@ -209,6 +209,8 @@ class Schedule:
             lines.append(f"  default: {self.default.describe()}")
         for n in sorted(self.stages):
             lines.append(f"  stage {n}: {self.stages[n].describe()}")
+        if len(lines) == 1:
+            lines.append("  every stage: its own kernel, naive loops")
         if self.notes:
             lines.append("  why:")
             lines.extend(f"    {t}" for t in self.notes)
@@ -275,10 +277,18 @@ def prepare(outputs, schedule="auto", device=None):
     return apply_graph_schedule(outs, sched)
 
 
+def show(tensors, schedule="auto", device=None):
+    """The schedule's decisions (``describe()``) and the graph codegen gets (``pa.show``), as text."""
+    from ..te.printer import show as show_graph
+
+    outs, sched = prepare(tensors, schedule, device)
+    return sched.describe() + "\n\n" + show_graph(outs)
+
+
 from .auto import auto_schedule, candidate_space, DeviceModel  # noqa: E402
 from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
     "Schedule", "StageSchedule", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
-    "DeviceModel", "inline", "rfactor", "validate",
+    "DeviceModel", "inline", "rfactor", "validate", "show",
 ]

@@ -119,3 +119,13 @@ def test_duplicate_stage_names_are_keyed_as_show_prints_them():
     g, _ = prepare([B], Schedule(inline=frozenset({"A"})))
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_allclose(pa.evaluate(g, {X: x})[0], (x + 1) * 2)
+
+
+def test_show_prints_the_decisions_and_the_scheduled_graph():
+    X, W, T, R, S = _graph()
+    from polyad.schedule import show
+
+    text = show([S])
+    assert text.startswith("schedule 'auto'") and "inline (1): R" in text
+    assert "compute S" in text and "compute R" not in text  # R was inlined into S
+    assert "compute R" in show([S], "naive")
