@@ -399,8 +399,15 @@ def as_expr(value, dtype=None):
         if dt.is_int(dtype) and isinstance(value, (float, np.floating)):
             if not float(value).is_integer():
                 raise DtypeError(f"cannot use the float constant {value!r} with an {dtype} expression without a cast")
+        if dt.is_int(dtype) and not _fits(value, dtype):
+            raise DtypeError(f"the constant {value!r} does not fit in {dtype}")
         return Const(value, dtype)
     raise DtypeError(f"cannot use {value!r} (type {type(value).__name__}) in an expression")
+
+
+def _fits(value, dtype):
+    """Whether an integral value is in the range of the integer dtype."""
+    return dt.min_value(dtype) <= int(value) <= dt.max_value(dtype)
 
 
 def const(value, dtype=None):
@@ -426,6 +433,8 @@ def _scalar_like(value, dtype):
         return as_expr(value, dtype if dt.is_bool(dtype) else None)
     if isinstance(value, (float, np.floating)) and not dt.is_float(dtype):
         return as_expr(value)  # a float literal next to an integer: dtype check decides
+    if isinstance(value, (int, np.integer)) and dt.is_int(dtype) and not _fits(value, dtype):
+        return as_expr(int(value))  # too large for the other operand: int64, and the operation widens
     if isinstance(value, (int, np.integer, float, np.floating)) and not dt.is_bool(dtype):
         return as_expr(value, dtype)
     return as_expr(value)
@@ -511,14 +520,16 @@ def _fold(op, a, b, rdt):
     """Trivial algebra: constant folding and neutral/absorbing elements."""
     ca, cb = isinstance(a, Const), isinstance(b, Const)
     if ca and cb and op in _NP_FOLD:
-        return Const(_NP_FOLD[op](a.value, b.value), rdt)
+        v = _NP_FOLD[op](a.value, b.value)
+        return Const(v, rdt) if not dt.is_int(rdt) or _fits(v, rdt) else None  # overflow: the target wraps
     if ca and cb and op in ("floordiv", "floormod") and dt.is_int(rdt) and b.value != 0:
         return Const(a.value // b.value if op == "floordiv" else a.value % b.value, rdt)
     if op in ("add", "sub") and cb and dt.is_int(rdt) and isinstance(a, Call) and a.op in ("add", "sub") \
             and isinstance(a.args[1], Const):
         # integer offsets reassociate exactly: (x + c1) - c2 -> x + (c1 - c2)
         c = (a.args[1].value if a.op == "add" else -a.args[1].value) + (b.value if op == "add" else -b.value)
-        return binary("add", a.args[0], c) if c >= 0 else binary("sub", a.args[0], -c)
+        if _fits(abs(c), rdt):
+            return binary("add", a.args[0], c) if c >= 0 else binary("sub", a.args[0], -c)
     if op == "add":
         if _is_const(b, 0):
             return a
@@ -650,6 +661,8 @@ def cast(x, dtype):
             if not math.isfinite(v):
                 return Call("cast", (x,), dtype)
             v = math.trunc(v)
+        if dt.is_int(dtype) and not _fits(v, dtype):
+            return Call("cast", (x,), dtype)  # out of range: no folded constant, the target decides
         return Const(v, dtype)
     return Call("cast", (x,), dtype)
 

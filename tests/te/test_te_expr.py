@@ -58,6 +58,24 @@ def test_int_widths_widen_floats_do_not_mix():
     assert (f[0] + pa.cast(d[0], "float32")).dtype == "float32"
 
 
+def test_integer_constants_never_silently_overflow():
+    a = pa.placeholder((3,), dtype="int32", name="a")
+    with pytest.raises(pa.DtypeError, match="2199023255552 does not fit in int32"):
+        pa.const(2**41, "int32")
+    # a Python int too large for the other operand widens the operation, as int32 and int64 do
+    big = pa.compute((3,), lambda i: a[i] + 2**41, name="big")
+    assert big.dtype == "int64"
+    # folding keeps no out-of-range constant: the evaluation (numpy, like C) wraps
+    top = pa.const(2**31 - 1, "int32") + 1
+    assert top.dtype == "int32" and not isinstance(top, pa.te.Const)
+    assert pa.cast(pa.const(1e30), "int32").op == "cast"
+    wrap = pa.compute((3,), lambda i: a[i] + (2**31 - 1) + 1, name="wrap")  # no reassociation to 2**31
+    assert wrap.dtype == "int32"
+    x = np.array([0, 1, -5], "int32")
+    np.testing.assert_array_equal(pa.evaluate(big, {a: x}), x.astype("int64") + 2**41)
+    np.testing.assert_array_equal(pa.evaluate(wrap, {a: x}), x + np.int32(2**31 - 1) + np.int32(1))
+
+
 def test_integer_true_division_is_an_error():
     i = pa.reduce_axis((0, 3), "i")
     with pytest.raises(pa.DtypeError, match="//"):
