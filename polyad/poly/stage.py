@@ -36,6 +36,7 @@ from functools import cached_property
 
 import islpy as isl
 
+from ..errors import PolyadError
 from ..te.expr import CommReducer, Const, Reduce, select
 from ..te.tensor import ComputeOp, Operation, Tensor, check_shape
 from ..te.visit import input_tensors
@@ -92,7 +93,7 @@ def statements_of(op):
     if isinstance(op, PolyOp):
         return op.statements
     if not isinstance(op, ComputeOp):
-        raise TypeError(f"stage {op.name!r}: {type(op).__name__} has no statements")
+        raise PolyadError(f"stage {op.name!r}: a {type(op).__name__} has no statement form (only computes and PolyOps)")
     body = op.body[0]
     if isinstance(body, Reduce):
         vars_ = tuple(op.axis) + tuple(body.axis)

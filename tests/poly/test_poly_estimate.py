@@ -74,3 +74,20 @@ def test_huge_shapes_count_exactly_beyond_int64():
 def test_bad_input():
     with pytest.raises(pa.PolyadError):
         pa.estimate(42)
+
+
+def test_a_stage_without_statement_form_is_named():
+    from polyad.te.tensor import Operation, Tensor
+
+    class Opaque(Operation):
+        name, shape, input_tensors = "opaque", (3,), []
+
+        def output_dtype(self, i):
+            return "float32"
+
+        _outputs = property(lambda self: (Tensor(self, 0),))
+
+    T = Opaque().output(0)
+    Y = pa.compute((3,), lambda i: T[i] * 2.0, name="Y")
+    with pytest.raises(pa.PolyadError, match="stage 'opaque': a Opaque has no statement form"):
+        pa.estimate(Y)
