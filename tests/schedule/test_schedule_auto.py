@@ -140,3 +140,18 @@ def test_partial_tiles_of_non_rectangular_domains_count_as_naive():
     assert full_fraction(info, (1, 1, 1, 1)) == pytest.approx(64 / 144)
     assert full_fraction(info, (1, 1, 1, 4)) == pytest.approx(8 / 12 * 4 / 12)  # only the block [4, 8) of the last axis
     assert full_fraction(info, (1, 1, 12, 12)) == 0.0
+
+
+def test_auto_rfactor_of_softmax_rows_builds_exactly():
+    T = pa.placeholder((2, 20000), name="T")
+    Y = pa.nn.softmax(T)
+    H = pa.placeholder(Y.shape, name="H")
+    (dT,) = pa.differentiate(Y, [T], head=H)
+    s = auto_schedule([dT])
+    assert s.rfactor  # two rows cannot keep the cores busy: the row reductions are split
+    rng = np.random.default_rng(3)
+    t = rng.standard_normal((2, 20000)).astype(np.float32)
+    h = rng.standard_normal((2, 20000)).astype(np.float32)
+    ref = pa.evaluate([dT], {T: t, H: h})[0]
+    got = pa.build(dT, [T, H])(t, h)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
