@@ -8,6 +8,8 @@ exact domains.  Stage names start with the op name; tags follow TOPI
 ("elementwise", "broadcast", "injective", "reduction", "conv2d", "pool", "dense").
 """
 
+import numpy as np
+
 from ..errors import DtypeError, PolyadError, ShapeError
 from ..te import dtype as dt
 from ..te.expr import cast, const, reduce_axis, select
@@ -39,6 +41,13 @@ def _ndim(x, n, op, layout=None):
 def _float(x, op):
     if not dt.is_float(x.dtype):
         raise DtypeError(f"{op}: tensor {x.name!r} has dtype {x.dtype}; a float dtype is needed (use pa.ops.cast)")
+
+
+def _number(v, what, op):
+    """A float parameter (alpha, epsilon, ...) given as a Python or numpy real number."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise DtypeError(f"{op}: {what} must be a real number, got {v!r}")
+    return float(v)
 
 
 def _same_dtype(a, b, op):
@@ -147,7 +156,7 @@ def leaky_relu(x, alpha=0.01):
     """``x`` where positive, ``alpha * x`` elsewhere."""
     check_tensor(x, "leaky_relu", "x")
     _float(x, "leaky_relu")
-    a = const(float(alpha), x.dtype)
+    a = const(_number(alpha, "alpha", f"leaky_relu of {x.name!r}"), x.dtype)
     return compute(x.shape, lambda *i: select(x[i] > _zero(x), x[i], a * x[i]), name="leaky_relu", tag="elementwise")
 
 
@@ -532,7 +541,8 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5)
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
     for p, arg in ((gamma, "gamma"), (beta, "beta"), (moving_mean, "moving_mean"), (moving_var, "moving_var")):
         _per_channel(p, data, axis, op, arg)
-    eps = const(float(epsilon), data.dtype)
+    epsilon = _number(epsilon, "epsilon", f"{op} of {data.name!r}")
+    eps = const(epsilon, data.dtype)
 
     def body(*i):
         ch = i[axis]
@@ -554,10 +564,7 @@ def dropout(data, mask, rate=0.5):
         raise ShapeError(f"{op}: mask {mask.name!r} has shape {mask.shape} but data {data.name!r} has {data.shape}")
     if not dt.is_bool(mask.dtype):
         _same_dtype(data, mask, op)
-    try:
-        rate = float(rate)
-    except (TypeError, ValueError):
-        raise PolyadError(f"{op}: rate must be a number in [0, 1], got {rate!r}") from None
+    rate = _number(rate, "rate", op)
     if not 0.0 <= rate <= 1.0:
         raise PolyadError(f"{op}: rate must be in [0, 1], got {rate}")
     scale = const(0.0 if rate == 1.0 else 1.0 / (1.0 - rate), data.dtype)
@@ -589,6 +596,8 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
         v = data[_replace(i, axis, j)]
         return _sum(v * v, axis=r, where=cond)
 
+    ctx = f"{op} of {data.name!r}"
+    alpha, beta, bias = (_number(v, w, ctx) for v, w in ((alpha, "alpha"), (beta, "beta"), (bias, "bias")))
     sqsum = compute(data.shape, sq, name=f"{op}_sqsum", tag="reduction")
     a = const(float(alpha) / size, data.dtype)
     k = const(float(bias), data.dtype)
@@ -616,7 +625,8 @@ def l2_normalize(data, eps=1e-12, axis=None):
         return _sum(x * x, axis=rs)
 
     sqsum = compute(tuple(data.shape[d] for d in keep), sq, name=f"{op}_sqsum", tag="reduction")
-    e = const(float(eps), data.dtype)
+    eps = _number(eps, "eps", f"{op} of {data.name!r}")
+    e = const(eps, data.dtype)
     return compute(
         data.shape, lambda *i: data[i] / sqrt(_max(sqsum[tuple(i[d] for d in keep)], e)),
         name=op, tag="broadcast", attrs={"eps": float(eps)},

@@ -144,6 +144,20 @@ class Tensor:
     def __matmul__(self, o):
         return self._op("matmul", self, o)
 
+    # Ordering comparisons are elementwise (bool tensors).  == and != stay identity:
+    # tensors are dict keys everywhere (feeds, adjoints); use pa.ops.equal for values.
+    def __lt__(self, o):
+        return self._op("less", self, o)
+
+    def __le__(self, o):
+        return self._op("less_equal", self, o)
+
+    def __gt__(self, o):
+        return self._op("greater", self, o)
+
+    def __ge__(self, o):
+        return self._op("greater_equal", self, o)
+
     def __repr__(self):
         return f"Tensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 

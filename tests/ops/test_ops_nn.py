@@ -515,6 +515,10 @@ def test_other_bad_input():
         pa.nn.pool2d(ph((1, 1, 3, 3), "X"), 2, pool_type="sum")
     with pytest.raises(pa.ShapeError, match=r"'m'.*'X'"):
         pa.nn.dropout(X, ph((2, 4), "m", "bool"), 0.5)
+    with pytest.raises(pa.DtypeError, match=r"lrn of 'X': beta must be a real number, got 'x'"):
+        pa.nn.lrn(ph((1, 3, 2, 2), "X"), beta="x")
+    with pytest.raises(pa.DtypeError, match=r"leaky_relu of 'X': alpha must be a real number"):
+        pa.nn.leaky_relu(X, alpha=None)
     # one check for every op: the op and the argument are named
     with pytest.raises(pa.DtypeError, match=r"dense: expected a tensor for weight, got ndarray"):
         pa.nn.dense(X, np.ones((3, 5)))
