@@ -4,7 +4,7 @@ Everything here is a pure function.  Expressions are hash-consed DAGs, so the
 traversals memoise by identity: each distinct node is visited once.
 """
 
-from .expr import Call, Expr, IterVar, Load, Reduce, Var
+from .expr import OPS, Call, Expr, IterVar, Load, Reduce, Var, as_expr, binary, cast, select, unary
 
 
 def post_order(root):
@@ -51,8 +51,6 @@ def transform(root, fn, memo=None):
 
 def substitute(root, mapping):
     """Replace variables: ``mapping`` maps Var -> Expr (or int)."""
-    from .expr import as_expr
-
     if not mapping:
         return root
     table = {id(k): as_expr(v, k.dtype) for k, v in mapping.items()}
@@ -68,9 +66,7 @@ def substitute(root, mapping):
 def _rebuild_checked(node):
     """Re-run the smart constructors on a rebuilt Call so folding applies after substitution."""
     if isinstance(node, Call):
-        from .expr import binary, cast, select, unary, OPS
-
-        kind, arity = OPS[node.op]
+        arity = OPS[node.op][1]
         if node.op == "select":
             return select(*node.args)
         if node.op == "cast":
