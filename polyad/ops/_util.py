@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import Const, Expr, as_expr, binary, cast
+from ..te.expr import Const, Expr, binary, cast
 from ..te.tensor import Tensor, compute
 
 
@@ -36,10 +36,6 @@ def conjunction(conds):
     for c in conds:
         out = c if out is None else binary("and", out, c)
     return out
-
-
-def tensor_name(x):
-    return x.name if isinstance(x, Tensor) else repr(x)
 
 
 def describe(x):
@@ -110,16 +106,6 @@ def broadcast_read(x, out_shape, idx):
         return x
     off = len(out_shape) - x.ndim
     return x[tuple(0 if x.shape[d] == 1 and out_shape[off + d] != 1 else idx[off + d] for d in range(x.ndim))]
-
-
-def operand_shape(x):
-    return x.shape if isinstance(x, Tensor) else ()
-
-
-def operand_dtype(x):
-    if isinstance(x, (Tensor, Expr)):
-        return x.dtype
-    return dt.const_dtype(x)
 
 
 def check_operand(x, what):
@@ -202,15 +188,7 @@ def map_compute(name, xs, fn, what=None):
     return compute(shape, lambda *idx: fn(idx, shape), name=name, tag=tag)
 
 
-def elementwise(fn, *xs, name, tag="elementwise"):
-    """``compute`` over the broadcast shape of ``xs`` of ``fn(*scalars)``."""
-    shapes = [operand_shape(x) for x in xs]
-    shape = broadcast_shape(shapes, name)
-    return compute(shape, lambda *idx: fn(*(broadcast_read(x, shape, idx) for x in xs)), name=name, tag=tag)
-
-
 __all__ = [
-    "normalize_axis", "normalize_axes", "broadcast_shape", "broadcast_read", "elementwise",
-    "operand_shape", "operand_dtype", "tensor_name", "as_expr", "describe", "check_operand",
+    "normalize_axis", "normalize_axes", "broadcast_shape", "broadcast_read", "describe", "check_operand",
     "result_dtype", "scalar_const", "read_as", "map_compute", "is_int", "check_tensor", "conjunction",
 ]
