@@ -41,10 +41,6 @@ def set_space(vars_, name=None):
     return sp
 
 
-def universe(vars_, name=None):
-    return isl.Set.universe(set_space(vars_, name))
-
-
 def box(vars_, name=None):
     """The rectangle of the variables' ranges, as an isl set (unnamed tuple unless ``name``)."""
     return box_set(name or "", vars_)
@@ -508,5 +504,5 @@ def _count_basic(bset):
     return result
 
 
-__all__ = ["NotAffine", "ToIsl", "FromIsl", "Lin", "box", "universe", "rename", "pieces", "bounds", "count",
+__all__ = ["NotAffine", "ToIsl", "FromIsl", "Lin", "box", "rename", "pieces", "bounds", "count",
            "set_space"]

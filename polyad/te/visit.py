@@ -4,7 +4,7 @@ Everything here is a pure function.  Expressions are hash-consed DAGs, so the
 traversals memoise by identity: each distinct node is visited once.
 """
 
-from .expr import OPS, Call, Expr, IterVar, Load, Reduce, Var, as_expr, binary, cast, select, unary
+from .expr import OPS, Call, Load, Reduce, Var, as_expr, binary, cast, select, unary
 
 
 def post_order(root):
@@ -101,15 +101,7 @@ def count_nodes(root):
     return len(post_order(root))
 
 
-def is_reduce_axis(v):
-    return isinstance(v, IterVar) and v.kind == "reduce"
-
-
-def contains(root, pred):
-    return any(pred(n) for n in post_order(root))
-
-
 __all__ = [
     "post_order", "transform", "substitute", "free_vars", "loads", "input_tensors",
-    "count_nodes", "is_reduce_axis", "contains", "Expr",
+    "count_nodes",
 ]
