@@ -126,8 +126,14 @@ class Tensor:
     def __floordiv__(self, o):
         return self._op("floor_divide", self, o)
 
+    def __rfloordiv__(self, o):
+        return self._op("floor_divide", o, self)
+
     def __mod__(self, o):
         return self._op("mod", self, o)
+
+    def __rmod__(self, o):
+        return self._op("mod", o, self)
 
     def __pow__(self, o):
         return self._op("power", self, o)

@@ -152,6 +152,7 @@ def test_tensor_operators_use_the_ops():
         (A + B, "add", a + b), (1 - A, "subtract", 1 - a), (A * 2, "multiply", a * 2),
         (A / B, "divide", a / b), (2.0 / B, "divide", 2.0 / b), (A // B, "floor_divide", a // b),
         (A % B, "mod", a % b), (B ** 2, "power", b ** 2), (2 ** B, "power", 2 ** b),
+        (3.0 // B, "floor_divide", 3.0 // b), (3.0 % B, "mod", 3.0 % b),
         (-A, "negative", -a), (abs(A), "abs", np.abs(a)),
         (A < B, "less", a < b), (A <= 0.1, "less_equal", a <= 0.1), (A > B, "greater", a > b),
         (0.5 <= B, "greater_equal", 0.5 <= b),
