@@ -214,12 +214,15 @@ def evaluate(outputs, feed):
 
 def evaluate_op(op, values):
     """The output arrays of one operation, given the arrays of its inputs."""
-    if isinstance(op, ComputeOp):
-        return _eval_compute(op, values)
-    fn = getattr(op, "evaluate_numpy", None)
+    fn = _eval_compute if isinstance(op, ComputeOp) else getattr(op, "evaluate_numpy", None)
     if fn is None:
         raise PolyadError(f"stage {op.name!r}: no numpy evaluation for {type(op).__name__}")
-    return fn(values)
+    try:
+        return fn(op, values) if fn is _eval_compute else fn(values)
+    except MemoryError:  # a block of a huge reduction: the blocks never split reduction axes
+        raise EvaluationError(
+            f"stage {op.name!r} {list(op.shape)}: out of memory in pa.evaluate (the numpy reference is for small shapes)"
+        ) from None
 
 
 def _eval_compute(op, values):

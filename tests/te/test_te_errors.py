@@ -111,6 +111,19 @@ def test_evaluate_feed_errors(X):
         pa.evaluate(Y, [(X, np.zeros((4, 5), "float32"))])
 
 
+def test_evaluate_out_of_memory_in_a_stage_names_the_stage(monkeypatch):
+    import sys
+
+    def no_memory(*args):
+        raise MemoryError()
+
+    # a reduction of 10**9 points per output element is one block: numpy runs out of memory there
+    monkeypatch.setattr(sys.modules["polyad.evaluate"], "_eval_block", no_memory)
+    Y = pa.compute((2,), lambda i: pa.const(1.0) * i.astype("float32"), name="Y")
+    with pytest.raises(pa.EvaluationError, match=r"stage 'Y' \[2\]: out of memory"):
+        pa.evaluate(Y, {})
+
+
 def test_evaluate_of_a_stage_too_large_for_numpy_names_the_stage():
     Z = pa.ops.full((10**6,) * 4, 1.0, dtype="float32")
     with pytest.raises(pa.EvaluationError, match=r"stage 'full': its float32\[1000000, 1000000, 1000000, 1000000\]"):
