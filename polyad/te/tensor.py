@@ -39,6 +39,15 @@ def check_shape(shape, what):
     return tuple(out)
 
 
+_tensor_ops = None
+
+
+def set_tensor_ops(namespace):
+    """Install the op library (``add``, ``less``, ``matmul``, ...) the Tensor operators call: polyad.ops."""
+    global _tensor_ops
+    _tensor_ops = namespace
+
+
 @dataclass(frozen=True, eq=False)
 class Tensor:
     """Output ``value_index`` of ``op``.  Index it to read elements: ``X[i, k]``."""
@@ -93,11 +102,12 @@ class Tensor:
     def __call__(self, *indices):
         return self[indices]
 
-    # Tensor-level arithmetic goes through the op library (numpy broadcasting).
+    # Tensor-level arithmetic goes through the op library (numpy broadcasting), which sits above te
+    # and installs itself with set_tensor_ops.
     def _op(self, name, *args):
-        from .. import ops
-
-        return getattr(ops, name)(*args)
+        if _tensor_ops is None:
+            raise PolyadError(f"tensor {self.name!r}: tensor arithmetic needs the op library (import polyad)")
+        return getattr(_tensor_ops, name)(*args)
 
     def __add__(self, o):
         return self._op("add", self, o)
@@ -360,5 +370,5 @@ def as_tensor_list(tensors, what="outputs"):
 
 __all__ = [
     "Tensor", "Operation", "PlaceholderOp", "ComputeOp", "placeholder", "compute",
-    "walk_ops", "placeholders", "check_shape", "as_tensor_list",
+    "walk_ops", "placeholders", "check_shape", "as_tensor_list", "set_tensor_ops",
 ]
