@@ -93,6 +93,7 @@ class StageInfo:
     itemsize: int
     loads: tuple  # per distinct Load: (frozenset of output dims its indices use, contiguous in the last dim)
     regions: tuple = ()  # per statement: (iterations, interior intervals or None, output intervals)
+    simple: bool = True  # no tuple/custom combiner (those reduce through selects, lane by lane)
 
 
 def _regions(st):
@@ -163,7 +164,7 @@ def stage_info(op):
     import numpy as np
 
     it = fl = 0
-    loads, red, regions = [], False, []
+    loads, red, regions, plain = [], False, [], True
     simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
     for st in statements_of(op):
         i, f = statement_cost(st)
@@ -174,6 +175,7 @@ def stage_info(op):
             if outer is not None:
                 regions.append((i, inner, outer))
         red |= st.combiner is not None
+        plain &= st.combiner is None or st.combiner.kind() is not None
         outs = st.out_vars
         for n in post_order(tuple(st.values)):
             if isinstance(n, Load):
@@ -183,7 +185,7 @@ def stage_info(op):
                     _uses(ix, last) for ix in n.indices[:-1])
                 loads.append((used, contig))
     return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads),
-                     tuple(regions))
+                     tuple(regions), plain)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +254,12 @@ def _blocked_cost(info, ss, dm):
     acc = max(1, block // vec)  # independent (vector) accumulators per work-item
     # LLVM overlaps a few iterations of a single accumulator chain: at least 3 in flight
     ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction else 1.0
-    compute = info.flops / (dm.peak_gflops * 1e9 * _lane_efficiency(vec, dm) * ilp)
+    gathers = any(rank - 1 in used and not contig for used, contig in info.loads)
+    # gathered operands and select-based combiners run lane by lane: vectors do not speed them up
+    eff = _lane_efficiency(1 if not info.simple else vec, dm)
+    if gathers and info.simple:
+        eff = min(eff, _lane_efficiency(4, dm)) * 0.5  # measured: X.W^T along j (W gathered) ~24 GFLOP/s
+    compute = info.flops / (dm.peak_gflops * 1e9 * eff * ilp)
     live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
     if live > dm.registers:
         compute *= 1 + (live - dm.registers) / 4  # spills
@@ -358,7 +365,16 @@ def _pure_data_movement(op):
     return True
 
 
-def _choose_inline(outs, infos, notes):
+def _recompute_pays(evals, size, info, dm):
+    """Recomputing ``evals - size`` extra points costs less than writing and reading the buffer."""
+    per_point = info.flops / max(1, info.iterations)
+    # independent elementwise work: scalar code pipelines well (MACHINE-NOTES: ~0.19 of peak)
+    extra = (evals - size) * max(per_point, 1) / (dm.peak_gflops * 1e9 * 0.19)
+    traffic = 2 * size * info.itemsize / (dm.dram_gbs * 1e9)
+    return evals <= 16 * size and extra < traffic
+
+
+def _choose_inline(outs, infos, notes, dm):
     """Li2018: inline reduction-free stages evaluated at most once per point where they end up."""
     ops, _ = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
@@ -381,6 +397,10 @@ def _choose_inline(outs, infos, notes):
             chosen.add(op.name)
             roots[id(op)] = reach
             notes.append(f"inline {op.name}: each point is evaluated once ({evals} evaluations in {', '.join(sorted(reach))})")
+        elif _recompute_pays(evals, size, info, dm):
+            chosen.add(op.name)
+            roots[id(op)] = reach
+            notes.append(f"inline {op.name}: recomputing it {evals / size:.1f}x costs less than its buffer's traffic")
         elif _pure_data_movement(op):
             chosen.add(op.name)
             roots[id(op)] = reach
@@ -432,7 +452,7 @@ def auto_schedule(outputs, device=None, renamed=False):
         g = rfactor(g, n, rf[n])
     if rf:
         infos = {op.name: (infos.get(op.name) if op.name not in rf else None) or stage_info(op) for op in stage_ops(g)[0]}
-    inline = _choose_inline(g, infos, notes)
+    inline = _choose_inline(g, infos, notes, dm)
     stages = {}
     for op in stage_ops(g)[0]:
         if op.name in inline:
