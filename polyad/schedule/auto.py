@@ -21,6 +21,7 @@ constants.  Every decision is recorded in ``Schedule.notes``.
 """
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..poly.estimate import statement_cost
@@ -442,6 +443,23 @@ def auto_schedule(outputs, device=None, renamed=False):
     """
     dm = DeviceModel.of(device)
     outs = as_tensor_list(outputs, "auto_schedule outputs")
+    # a warm build of the same graph (same tensor objects) reuses the decisions
+    key = (tuple(id(t) for t in outs), dm, renamed)
+    hit = _MEMO.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], outs)):
+        _MEMO.move_to_end(key)
+        return hit[1]
+    sched = _auto_schedule(outs, dm, renamed)
+    _MEMO[key] = (list(outs), sched)  # holding the tensors keeps their ids unique
+    while len(_MEMO) > 64:
+        _MEMO.popitem(last=False)
+    return sched
+
+
+_MEMO = OrderedDict()
+
+
+def _auto_schedule(outs, dm, renamed):
     if not renamed:
         outs = uniquely_named(outs)
     notes = []
