@@ -533,6 +533,9 @@ class KernelWriter:
         args = [_strip(ast_expr(ctx, call.get_op_arg(i))) for i in range(1, call.get_op_n_arg())]
         if ist.kind == "block":
             return self.block_user(ist, args)
+        if ist.kind == "tiled":  # a partial tile: [b, l, r] -> outputs tile * b + l, then scalar code
+            n = st.n_out
+            args = [_affine(ctx, [(t, b), (1, x)]) for t, b, x in zip(ist.tile, args[:n], args[n: 2 * n])] + args[2 * n:]
         vnames = self.var_names[id(st)]
         lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(st.vars, args)]
         env = {id(v): vnames[id(v)] for v in st.vars[: len(args)]}
@@ -680,7 +683,11 @@ def _affine(ctx, terms):
         return ctx.int_lit(sum(k * int(x.removesuffix("L")) for k, x in terms))
     except ValueError:
         pass
-    parts = [x if k == 1 else f"{k} * {x if _atomic(x) else f'({x})'}" for k, x in terms if k and x != "0"]
+    parts = []
+    for k, x in terms:
+        if k and x not in ("0", "0L"):
+            x = x if _atomic(x) or len(terms) == 1 and k == 1 else f"({x})"
+            parts.append(x if k == 1 else f"{k} * {x}")
     return " + ".join(parts) or "0"
 
 

@@ -82,7 +82,7 @@ class IslStatement:
     index: int  # position of stmt in its stage
     role: str  # "assign" | "init" | "update" | "final"
     domain: object  # isl.Set named ``name``
-    kind: str = "point"  # "point" | "block"
+    kind: str = "point"  # "point" | "block" (a full tile) | "tiled" (a partial tile: [b, l, r], scalar code)
     tile: tuple = None  # block statements: the tile sizes
     vec: int = 1  # block statements: vector width of the last output dim
 
@@ -113,7 +113,7 @@ class ModuleTree:
 def tuple_names(ist):
     """isl-safe names of the tuple dimensions of an IslStatement (as its domain has them)."""
     k = ist.domain.dim(isl.dim_type.set)
-    if ist.kind == "block":
+    if ist.kind in ("block", "tiled"):
         n = ist.stmt.n_out
         m = len(ist.stmt.vars) - n
         return ([f"pa_b{d}" for d in range(n)] + [f"pa_l{d}" for d in range(n)] + [f"pa_r{d}" for d in range(m)])[:k]
@@ -209,13 +209,15 @@ def _join(*groups):
 
 
 def _split_full_tiles(st, tile, vec):
-    """(full-tile domain over [b, l, r], partial domain over the statement's own tuple).
+    """(full-tile domain, partial-tile domain), both over ``[b, l, r]`` (o = tile * b + l).
 
     A tile (block ``b``) is full when all its output points are in the
     statement's output domain and they all reduce over the same reduction
     points: then one code path (unrolled points, vectors, no guards) covers
-    it.  Every other point stays in the partial domain (naive loops, exact
-    isl bounds): the two domains partition the statement's instances.
+    it.  Every other point stays in the partial domain (scalar loops with
+    exact isl bounds): the two domains partition the statement's instances.
+    Block coordinates are explicit dimensions, not floor expressions of the
+    outputs, so the grid band has no existentially quantified variables.
     """
     D = st.domain
     sname = D.get_tuple_name()
@@ -241,11 +243,7 @@ def _split_full_tiles(st, tile, vec):
     ) or "true"
     full = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(o0, r)}] : {vbox} }}").reverse())
     full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
-    ocons = " and ".join(f"{t}*{bb} <= {x} < {t}*{bb} + {t}" for t, bb, x in zip(tile, b, [f"pa_o{d}" for d in range(n)])) or "true"
-    covered = full_blocks.apply(
-        isl.Map(f"{{ [{_join(b)}] -> {sname}[{_join([f'pa_o{d}' for d in range(n)], r)}] : {ocons} }}")
-    )
-    partial = D.subtract(covered).coalesce()
+    partial = Dl.subtract(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))).coalesce()
     return full, partial
 
 
@@ -272,8 +270,6 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
         base = c_identifier(f"{kname}_{st.name}", used_stmt)
         full, partial = _split_full_tiles(st, tile, vec)
         m = len(st.vars) - st.n_out
-        if full.is_empty() and partial.is_empty():
-            partial = st.domain
         if not full.is_empty():
             blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
 
@@ -300,16 +296,17 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                     .sequence(u)
                     .sequence(_insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled))
                 )
-        if not partial.is_empty():
+        if not partial.is_empty() or full.is_empty():
+            tl = dict(kind="tiled", tile=tile)
             if st.combiner is None:
-                own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base))]
+                own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base), **tl)]
                 part = isl.Schedule.from_domain(isl.UnionSet(own[0].domain))
             else:
-                out = partial.project_out(isl.dim_type.set, n, m)
+                out = partial.project_out(isl.dim_type.set, 2 * n, m)
                 own = [
-                    IslStatement(base + "_init", op, st, si, "init", out.set_tuple_name(base + "_init")),
-                    IslStatement(base, op, st, si, "update", partial.set_tuple_name(base)),
-                    IslStatement(base + "_final", op, st, si, "final", out.set_tuple_name(base + "_final")),
+                    IslStatement(base + "_init", op, st, si, "init", out.set_tuple_name(base + "_init"), **tl),
+                    IslStatement(base, op, st, si, "update", partial.set_tuple_name(base), **tl),
+                    IslStatement(base + "_final", op, st, si, "final", out.set_tuple_name(base + "_final"), **tl),
                 ]
                 part = (
                     isl.Schedule.from_domain(isl.UnionSet(own[0].domain))
@@ -317,20 +314,12 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                     .sequence(isl.Schedule.from_domain(isl.UnionSet(own[2].domain)))
                 )
             ists += own
-            parts.append(_insert_band(part, own, lambda x: tuple_names(x)[:n], coincident=True))
+            parts.append(_insert_band(part, own, lambda x: tuple_names(x)[n: 2 * n], coincident=True))
     sched = parts[0]
     for p in parts[1:]:
         sched = sched.sequence(p)
 
-    def grid(x):
-        names = tuple_names(x)
-        if x.kind == "block":
-            idx = names[:n]
-        else:
-            idx = [nm if t == 1 else f"floor({nm}/{t})" for nm, t in zip(names[:n], tile)]
-        return _grid_exprs(blocks, idx, grid_dims)
-
-    sched = _insert_band(sched, ists, grid, coincident=True)
+    sched = _insert_band(sched, ists, lambda x: _grid_exprs(blocks, tuple_names(x)[:n], grid_dims), coincident=True)
     return ists, sched
 
 

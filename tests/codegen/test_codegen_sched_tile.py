@@ -1,0 +1,256 @@
+"""Loop schedules (tile, vectorize, unroll, local_size, grid_dims) build code that equals pa.evaluate.
+
+One OpenCL program per build, small shapes; sizes are chosen not to divide the
+tiles so that full tiles (unrolled, vectorized) and partial tiles (exact isl
+loops) both run.  The exhaustive grid is marked slow.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.codegen import generate
+from polyad.errors import ScheduleError
+from polyad.schedule import Schedule, StageSchedule
+from polyad.te.tensor import PlaceholderOp, walk_ops
+
+from codegen_polyops import band_fill_accumulate, strided_conv_dx, triangular_cumsum
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+
+def _rand(t, rng, lo=-2.0, hi=2.0):
+    if t.dtype == "bool":
+        return rng.random(t.shape) < 0.5
+    if t.dtype.startswith("int"):
+        return rng.integers(-9, 10, size=t.shape).astype(t.dtype)
+    return rng.uniform(lo, hi, size=t.shape).astype(t.dtype)
+
+
+def _stages(outs):
+    return [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
+
+
+def _schedule(outs, tile=None, vec=1, unroll=1, **kw):
+    """The same loop schedule for every stage; ``tile(rank)`` gives each stage's tile."""
+    stages = {}
+    for op in _stages(outs):
+        n = len(op.shape)
+        t = tile(n) if callable(tile) else tile
+        v = vec if n and (t is None or t[-1] % vec == 0) else 1
+        stages[op.name] = StageSchedule(tile=t, vectorize=v, unroll=unroll, **kw)
+    return Schedule("test", stages=stages)
+
+
+def _check(outs, ins, sched, arrays=None, rtol=2e-5, atol=2e-5, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = arrays or [_rand(t, rng) for t in ins]
+    mod = pa.build(outs, ins, schedule=sched)
+    got = mod(*arrays)
+    got = [got] if not isinstance(got, list) else got
+    want = pa.evaluate(outs, dict(zip(ins, arrays)))
+    want = [want] if not isinstance(want, list) else want
+    for t, g, w in zip(outs if isinstance(outs, list) else [outs], got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, t.name
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{t.name}\n{mod.source}")
+    return mod
+
+
+# -- workloads -------------------------------------------------------------------------------------
+def dense(b=5, n=10, m=7):
+    X = pa.placeholder((b, m), name="X")
+    W = pa.placeholder((m, n), name="W")
+    k = pa.reduce_axis((0, m), name="k")
+    T = pa.compute((b, n), lambda i, j: pa.sum(X[i, k] * W[k, j], axis=k), name="T")
+    return T, [X, W]
+
+
+def elementwise(n=5, m=11):
+    A = pa.placeholder((n, m), name="A")
+    B = pa.placeholder((m,), name="B")
+    C = pa.placeholder((m, n), name="C")
+
+    def body(i, j):
+        a = A[i, j]
+        pos = pa.select(j > i, pa.exp(a) * B[j], pa.tanh(a) - a * a)
+        return pos + C[j, i] / (pa.abs(B[j]) + 1.0) + pa.cast(j, "float32") - pa.sigmoid(a)
+
+    Y = pa.compute((n, m), body, name="Y")
+    return Y, [A, B, C]
+
+
+def strided_conv(n=2, ci=3, size=9, co=4, k=3, stride=2, pad=1):
+    X = pa.placeholder((n, ci, size, size), name="X")
+    W = pa.placeholder((co, ci, k, k), name="W")
+    so = (size + 2 * pad - k) // stride + 1
+    rc = pa.reduce_axis((0, ci), name="rc")
+    ky = pa.reduce_axis((0, k), name="ky")
+    kx = pa.reduce_axis((0, k), name="kx")
+
+    def body(b, c, y, x):
+        iy, ix = stride * y + ky - pad, stride * x + kx - pad
+        inside = (iy >= 0) & (iy < size) & (ix >= 0) & (ix < size)
+        return pa.sum(pa.select(inside, X[b, rc, iy, ix], pa.const(0.0)) * W[c, rc, ky, kx], axis=[rc, ky, kx])
+
+    Y = pa.compute((n, co, so, so), body, name="Y")
+    return Y, [X, W]
+
+
+# -- dense: full and partial tiles, vectors, unroll ------------------------------------------------
+@pytest.mark.parametrize(
+    "tile,vec,unroll",
+    [((2, 8), 4, 2), ((3, 4), 1, 1), ((1, 16), 16, 1), ((4, 4), 2, 3), ((2, 8), 8, 4)],
+)
+def test_dense_tiles_equal_evaluate(tile, vec, unroll):
+    T, ins = dense()
+    _check(T, ins, _schedule([T], tile, vec, unroll))
+
+
+def test_dense_source_is_register_blocked_and_vectorized():
+    T, ins = dense(b=4, n=16, m=7)
+    src = generate([T], ins, _schedule([T], (2, 16), 8, 1)).source
+    # one float8 accumulator per block point (2 rows x 2 vectors), loads and stores as vectors
+    assert "float8 acc0_0_b[4]" in src
+    assert "vload8(0, W + " in src and "vstore8(acc0_0_b[3], 0, T + " in src
+    assert "fma(" not in src
+    # the sizes divide the tile: no partial-tile code at all
+    assert "acc0_0 =" not in src
+    # unroll-and-jam: the 4 accumulators are updated in the one reduction loop
+    loop = src[src.index("for (int c0"):]
+    assert all(f"acc0_0_b[{p}] = acc0_0_b[{p}] + y0" in loop for p in range(4))
+
+
+def test_unroll_splits_the_reduction_loop():
+    T, ins = dense(b=2, n=8, m=12)
+    src = generate([T], ins, _schedule([T], (2, 8), 8, 4)).source
+    # 12 = 3 * 4 iterations: the chunk loop runs 3 times over 4 unrolled copies, no remainder guard
+    assert "c0 <= 2" in src and src.count("acc0_0_b[0] = acc0_0_b[0] + y0") == 4
+
+
+# -- other stage shapes --------------------------------------------------------------------------
+@pytest.mark.parametrize("tile,vec", [((2, 8), 8), ((3, 3), 1), ((1, 4), 4)])
+def test_elementwise_selects_gathers_casts(tile, vec):
+    Y, ins = elementwise()
+    mod = _check(Y, ins, _schedule([Y], tile, vec))
+    if vec > 1:
+        assert f"vstore{vec}(" in mod.source
+
+
+def test_strided_padded_conv_tiles():
+    Y, ins = strided_conv()
+    _check(Y, ins, _schedule([Y], (1, 2, 2, 4), 4, 2), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_conv_gradient_polyops_tiles(head):
+    """pa.differentiate's simplified conv gradients (non-rectangular domains, zero fills) under tiling.
+
+    The identity head gives rank-8 Jacobians: many grid dims fused, tiles that never fill.
+    """
+    X = pa.placeholder((1, 2, 7, 7), name="X")
+    W = pa.placeholder((3, 2, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H") if head else None
+    outs = list(pa.differentiate(Y, [X, W], head=H))
+    ins = [X, W] + ([H] if head else [])
+    _check(outs, ins, _schedule(outs, lambda r: (1,) * (r - 2) + (2, 4) if r >= 2 else None, 4, 2),
+           rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [triangular_cumsum, band_fill_accumulate, strided_conv_dx])
+def test_polyop_statements_tiles(make):
+    T, ins, ref = make()
+    rng = np.random.default_rng(3)
+    arrays = [_rand(t, rng) for t in ins]
+    mod = pa.build(T, ins, schedule=_schedule([T], lambda r: (2,) * (r - 1) + (4,), 4, 2))
+    np.testing.assert_allclose(mod(*arrays), ref(*arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_tuple_reduction_argmax_vectorized():
+    X = pa.placeholder((6, 9, 5), name="X")
+    A = pa.ops.argmax(X, axis=2)
+    arrays = [np.random.default_rng(1).integers(-3, 4, size=(6, 9, 5)).astype("float32")]  # ties: first index
+    _check(A, [X], _schedule([A], lambda r: (1,) * (r - 1) + (4,) if r else None, 4, 2), arrays=arrays)
+
+
+def test_max_reduction_with_condition_vectorized():
+    X = pa.placeholder((5, 13), name="X")
+    k = pa.reduce_axis((0, 13), name="k")
+    Y = pa.compute((13,), lambda j: pa.max(X[k % 5, j] * pa.cast(k, "float32"), axis=k, where=k >= j), name="Y")
+    mod = _check(Y, [X], _schedule([Y], (8,), 8, 3))
+    assert "float8 acc0_0_b[1]" in mod.source
+
+
+def test_int_stage_vectorized():
+    A = pa.placeholder((4, 10), name="A", dtype="int32")
+    k = pa.reduce_axis((0, 4), name="k")
+    Y = pa.compute((10,), lambda j: pa.sum(A[k, j] * (j + 1), axis=k), name="Y")
+    mod = _check(Y, [A], _schedule([Y], (4,), 4))
+    assert "int4 acc0_0_b[1]" in mod.source
+
+
+def test_scalar_output_unrolled():
+    A = pa.placeholder((11,), name="A")
+    k = pa.reduce_axis((0, 11), name="k")
+    Y = pa.compute((), lambda: pa.sum(A[k], axis=k), name="Y")
+    _check(Y, [A], _schedule([Y], (), 1, 4))
+
+
+def test_tiles_compose_with_local_size_and_grid_dims():
+    Y, ins = strided_conv(n=3, ci=2, size=8, co=5)
+    _check(Y, ins, _schedule([Y], (1, 2, 2, 4), 4, 1, local_size=(2, 2), grid_dims=2), rtol=1e-4, atol=1e-4)
+
+
+def test_block_count_is_the_ndrange():
+    T, ins = dense(b=5, n=10)
+    prog = generate([T], ins, _schedule([T], (2, 8), 4))
+    assert prog.kernels[0].global_size == (2, 3)  # ceil(10/8) x ceil(5/2), innermost first
+
+
+# -- errors --------------------------------------------------------------------------------------
+def test_tile_rank_mismatch_names_the_stage():
+    T, ins = dense()
+    with pytest.raises(ScheduleError, match="'T'"):
+        generate([T], ins, Schedule("x", stages={"T": StageSchedule(tile=(2, 2, 2))}))
+
+
+def test_vectorize_must_divide_the_tile_names_the_axis():
+    T, ins = dense()
+    with pytest.raises(ScheduleError, match=r"'T'.*vectoriz"):
+        generate([T], ins, Schedule("x", stages={"T": StageSchedule(tile=(2, 6), vectorize=4)}))
+
+
+def test_bool_outputs_cannot_be_vectorized():
+    A = pa.placeholder((8,), name="A")
+    Y = pa.compute((8,), lambda i: A[i] > 0.0, name="Y")
+    with pytest.raises(ScheduleError, match="'Y'"):
+        generate([Y], [A], Schedule("x", stages={"Y": StageSchedule(vectorize=4)}))
+
+
+# -- the exhaustive grid ------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "tile,vec,unroll",
+    [(t, v, u) for t, v, u in itertools.product([(1, 1), (2, 4), (3, 8), (4, 16)], [1, 2, 4, 8, 16], [1, 3])
+     if t[1] % v == 0],
+)
+def test_grid_dense_and_elementwise(tile, vec, unroll):
+    T, ins = dense(b=7, n=19, m=9)
+    Y, yins = elementwise(n=7, m=19)
+    outs = [T, Y]
+    _check(outs, ins + yins, _schedule(outs, tile, vec, unroll))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tile,vec,unroll", [((1, 1, 1, 1), 1, 2), ((1, 3, 2, 2), 2, 1), ((2, 1, 3, 8), 8, 3)])
+def test_grid_conv_and_polyops(tile, vec, unroll):
+    Y, ins = strided_conv()
+    _check(Y, ins, _schedule([Y], tile, vec, unroll), rtol=1e-4, atol=1e-4)
+    for make in (triangular_cumsum, band_fill_accumulate, strided_conv_dx):
+        T, tins, ref = make()
+        rng = np.random.default_rng(5)
+        arrays = [_rand(t, rng) for t in tins]
+        mod = pa.build(T, tins, schedule=_schedule([T], lambda r: tile[len(tile) - r:], vec, unroll))
+        np.testing.assert_allclose(mod(*arrays), ref(*arrays), rtol=1e-5, atol=1e-5)
