@@ -65,13 +65,23 @@ class Statement:
     __hash__ = object.__hash__
 
 
+# words isl's parser reads as keywords or values: a dimension named "min" is a syntax error,
+# one named "NaN" silently empties the set (checked with islpy 2026.2, case-insensitively to be safe)
+_ISL_WORDS = frozenset((
+    "exists", "and", "or", "implies", "not", "xor", "mod", "max", "min", "rat", "true", "false",
+    "ceild", "floord", "ceil", "floor", "infty", "nan", "inf",
+))
+
+
 def dim_names(vars_):
-    """isl-safe, unique names for a statement's variables, in order."""
+    """isl-safe (ASCII, no isl keyword), unique names for a statement's variables, in order."""
     names, used = [], set()
     for v in vars_:
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in v.name) or "v"
+        base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in v.name) or "v"
         if base[0].isdigit():
             base = "v" + base
+        if base.lower() in _ISL_WORDS:
+            base += "_"
         nm, k = base, 0
         while nm in used:
             k += 1

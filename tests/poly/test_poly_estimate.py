@@ -1,6 +1,7 @@
 """pa.estimate: iterations, flops and intermediate memory from isl point counts."""
 
 import islpy as isl
+import numpy as np
 import pytest
 
 import polyad as pa
@@ -91,3 +92,18 @@ def test_a_stage_without_statement_form_is_named():
     Y = pa.compute((3,), lambda i: T[i] * 2.0, name="Y")
     with pytest.raises(pa.PolyadError, match="stage 'opaque': a Opaque has no statement form"):
         pa.estimate(Y)
+
+
+@pytest.mark.parametrize("name", ["min", "NaN", "Floor", "exists", "ℓ", "a b"])
+def test_variable_names_isl_would_misread(name):
+    # "min" was an isl syntax error and "NaN" an empty set (0 iterations): names are made isl-safe
+    X = pa.placeholder((3, 4), name="X")
+    k = pa.reduce_axis((0, 4), name)
+    Y = pa.compute((3,), lambda i: pa.sum(pa.select(k > i, X[i, k], 0.0), axis=k), name="Y")
+    assert estimate(Y).iterations == 12
+    g = pa.differentiate(Y, [X])[0]
+    assert estimate(g).iterations == 3 * 4 * 3
+    expect = np.zeros((3, 3, 4), "float32")
+    for i in range(3):
+        expect[i, i, i + 1:] = 1.0
+    np.testing.assert_array_equal(pa.evaluate(g, {X: np.ones((3, 4), "float32")}), expect)
