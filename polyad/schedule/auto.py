@@ -50,6 +50,8 @@ class DeviceModel:
     l1: int = 32 * 1024
     l2: int = 1024 * 1024
     min_parallel: int = 8  # work-items below which cores idle
+    freq_ghz: float = 3.56
+    load_ports: int = 2  # loads issued per cycle and core
     local_sizes: tuple = ()  # work-group sizes to choose from (empty: the implementation picks)
 
     @classmethod
@@ -259,22 +261,26 @@ def _blocked_cost(info, ss, dm):
     # gathered operands and select-based combiners run lane by lane: vectors do not speed them up
     eff = _lane_efficiency(1 if not info.simple else vec, dm)
     if gathers and info.simple:
-        eff = min(eff, _lane_efficiency(4, dm)) * 0.5  # measured: X.W^T along j (W gathered) ~24 GFLOP/s
+        eff = min(eff, _lane_efficiency(4, dm)) * 0.5  # measured: X.W^T along j (W gathered) <= 17 GFLOP/s
     compute = info.flops / (dm.peak_gflops * 1e9 * eff * ilp)
     live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
     if live > dm.registers:
         compute *= 1 + (live - dm.registers) / 4  # spills
     # loads per reduction step of a block: elements of each read that the block touches
-    per_step = 0.0
+    per_step = issue = 0.0  # elements a block reads per reduction step; load instructions it issues
     for used, contig in info.loads:
         n = math.prod(tile[d] for d in used) if used else 1
-        if vec > 1 and rank - 1 in used and not contig:
-            n *= 2  # gathers
         per_step += n
-    cache_bytes = (info.iterations / block) * per_step * info.itemsize
+        if vec > 1 and rank - 1 in used:
+            issue += n / vec if contig else 4 * n  # vloadN, or a gather: ~4 cycles a lane (measured X.W^T)
+        else:
+            issue += n  # scalar loads and broadcasts
+    steps = info.iterations / block
+    cache_bytes = steps * per_step * info.itemsize
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
     mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9)
-    t = max(compute, mem)
+    loads = steps * issue / (dm.load_ports * dm.freq_ghz * 1e9 * dm.cores) if dm.kind == "cpu" else 0.0
+    t = max(compute, mem, loads)
     if ss.unroll > 1 and info.reduction:
         t *= 0.97 if red >= 4 * ss.unroll else 1.1
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
