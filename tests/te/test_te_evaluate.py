@@ -119,6 +119,28 @@ def test_tuple_reducer_argmax_takes_the_first_maximum():
     assert a.dtype == np.int32
 
 
+def test_tuple_reducers_fold_in_iteration_order_with_where():
+    # composition of maps x -> a*x + b: associative, NOT commutative, identity (1, 0)
+    def compose(f, g):  # f first, then g
+        return f[0] * g[0], g[0] * f[1] + g[1]
+
+    affine = pa.comm_reducer(compose, lambda ta, tb: (pa.const(1, ta), pa.const(0, tb)), name="affine")
+    n = 1001  # odd, so the pairwise evaluation pads
+    A = pa.placeholder((3, n), "int64", name="A")
+    B = pa.placeholder((3, n), "int64", name="B")
+    k = pa.reduce_axis((0, n), "k")
+    ra, rb = pa.compute((3,), lambda i: affine((A[i, k], B[i, k]), axis=k, where=(k % 7 != i)), name="R")
+    a = rng.choice([-1, 1], size=(3, n)).astype("int64")
+    b = rng.integers(-3, 4, size=(3, n)).astype("int64")
+    got_a, got_b = pa.evaluate([ra, rb], {A: a, B: b})
+    for i in range(3):
+        fa, fb = 1, 0
+        for j in range(n):
+            if j % 7 != i:
+                fa, fb = fa * a[i, j], a[i, j] * fb + b[i, j]
+        assert (got_a[i], got_b[i]) == (fa, fb)
+
+
 def test_data_dependent_index_and_its_bounds():
     X = pa.placeholder((5,), name="X")
     I = pa.placeholder((3,), dtype="int64", name="I")
