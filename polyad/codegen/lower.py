@@ -82,5 +82,13 @@ def lower_kernel(spec, node):
 
 
 def lower(tree):
-    """One LoweredKernel per kernel mark of ``tree`` (a ModuleTree), in execution order."""
-    return [lower_kernel(tree.kernel(name), node) for name, node in kernel_nodes(tree.schedule)]
+    """One LoweredKernel per kernel mark of ``tree`` (a ModuleTree), in execution order.
+
+    Each kernel is lowered from its own small schedule (the same subtree as in
+    the whole tree): lowering a kernel inside the whole tree costs time linear
+    in the number of stages, quadratic over a build (a 600-stage gradient
+    spent 18 s there).
+    """
+    scheds = tree.kernel_schedules or (tree.schedule,)
+    specs = {k.name: k for k in tree.kernels}
+    return [lower_kernel(specs[name], node) for s in scheds for name, node in kernel_nodes(s)]

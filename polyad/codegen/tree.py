@@ -102,6 +102,7 @@ class ModuleTree:
     schedule: object  # isl.Schedule
     kernels: tuple  # of KernelSpec, in execution order
     statements: dict  # isl name -> IslStatement
+    kernel_schedules: tuple = ()  # one isl.Schedule per kernel (its subtree, its own domain)
 
     def kernel(self, name):
         for k in self.kernels:
@@ -380,7 +381,8 @@ def build_tree(stages, schedule):
         kernels.append(KernelSpec(kname, op, tuple(stmts), sched_of.local_size))
     if not stage_scheds:
         raise ValueError("nothing to build: no stages")
-    tree = stage_scheds[0]
-    for s in stage_scheds[1:]:
-        tree = tree.sequence(s)
-    return ModuleTree(tree, tuple(kernels), table)
+    # sequence in halves: isl copies the tree on every sequence(), pairwise keeps it O(n log n)
+    level = list(stage_scheds)
+    while len(level) > 1:
+        level = [level[i].sequence(level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+    return ModuleTree(level[0], tuple(kernels), table, tuple(stage_scheds))

@@ -16,13 +16,22 @@ def build(outputs, inputs, schedule="auto", device=None):
     ``outputs`` is a single tensor, else a list.
     """
     from ..codegen import generate
+    from ..codegen.cache import load_program, program_key, store_program
+    from .device import device_key
 
     dev = select_device(device)
-    if isinstance(schedule, str) and schedule == "auto":
-        from ..schedule import auto_schedule
+    # a known build skips scheduling and code generation: the program cache is keyed by the
+    # graph's structure, the schedule as given, the device and polyad's code
+    key = program_key(outputs, inputs, schedule, device_key(dev))
+    program = load_program(key, outputs, inputs) if key is not None else None
+    if program is None:
+        if isinstance(schedule, str) and schedule == "auto":
+            from ..schedule import auto_schedule
 
-        schedule = auto_schedule(outputs, device=dev)  # the model of the device it runs on
-    program = generate(outputs, inputs, schedule)
+            schedule = auto_schedule(outputs, device=dev)  # the model of the device it runs on
+        program = generate(outputs, inputs, schedule)
+        if key is not None:
+            store_program(key, program)
     return Module(program, dev, single_output=isinstance(outputs, Tensor))
 
 

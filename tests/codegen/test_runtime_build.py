@@ -68,7 +68,8 @@ def _float_module():
 def test_float_module_matches_evaluate():
     outs, ins = _float_module()
     mod = _check(outs, ins, rtol=1e-4, atol=1e-5)
-    assert len(mod.program.kernels) == len(outs) + 1  # P is an intermediate stage with its own kernel
+    # P is an intermediate stage with its own kernel, unless the auto-scheduler inlines it
+    assert len(mod.program.kernels) in (len(outs), len(outs) + 1)
     assert "fma(" not in mod.source
 
 

@@ -1,0 +1,238 @@
+"""Generated programs cached by a structural key of the build, in memory and on disk.
+
+Generating a program (auto-scheduling, isl schedule trees, AST generation, C
+printing) costs far more than a warm build may (milliseconds).  The key is a
+hash of everything the program depends on: the stages of the graph
+(structure, names, shapes, dtypes, domains and bodies; variables by their
+position, not their process-local ids), the inputs' order, the schedule as
+given (``"auto"`` included: the auto-scheduler is deterministic for a graph
+and a device), the device and the source of the polyad packages that generate
+code.  A cached entry is the OpenCL source and the launch plan, with every
+tensor named by its role (input i, output i, intermediate i), so that it
+applies to any graph with the same key.  Unreadable entries are ignored with
+a warning and regenerated.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+from ..te.expr import CommReducer, Const, Expr, IterVar, Load, Reduce, Var
+from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
+from ..te.visit import post_order
+
+_FORMAT = "polyad-program-1"
+_MEMORY = {}
+_PACKAGES = ("codegen", "schedule", "poly", "te", "autodiff", "ops")
+
+
+@lru_cache(maxsize=1)
+def code_version():
+    """A hash of the polyad sources that decide what a program looks like (a code change invalidates)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for pkg in _PACKAGES:
+        for p in sorted((root / pkg).rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+class _Keyer:
+    """Serialises a tensor graph structurally: one line per node, nodes named by first visit."""
+
+    def __init__(self):
+        self.ids = {}
+        self.lines = []
+
+    def _new(self, obj, line):
+        self.ids[id(obj)] = len(self.ids)
+        self.lines.append(line)
+
+    def tensor(self, t):
+        return f"T{self.ids[id(t.op)]}.{t.value_index}"
+
+    def combiner(self, c):
+        if id(c) not in self.ids:
+            self.exprs(tuple(c.lhs) + tuple(c.rhs) + tuple(c.result) + tuple(c.identity))
+            refs = [" ".join(str(self.ids[id(x)]) for x in grp) for grp in (c.lhs, c.rhs, c.result, c.identity)]
+            self._new(c, f"comb {c.name} | " + " | ".join(refs))
+        return self.ids[id(c)]
+
+    def exprs(self, roots):
+        for nd in post_order(tuple(roots)):
+            if id(nd) in self.ids:
+                continue
+            kids = " ".join(str(self.ids[id(ch)]) for ch in nd.children())
+            if isinstance(nd, Const):
+                line = f"const {nd.dtype} {nd.value!r}"
+            elif isinstance(nd, IterVar):
+                line = f"itervar {nd.name} {nd.dtype} {nd.lo} {nd.extent} {nd.kind}"
+            elif isinstance(nd, Var):
+                line = f"var {nd.name} {nd.dtype}"
+            elif isinstance(nd, Load):
+                line = f"load {self.tensor(nd.tensor)} {kids}"
+            elif isinstance(nd, Reduce):
+                self.exprs(nd.axis)
+                axis = " ".join(str(self.ids[id(a)]) for a in nd.axis)
+                line = f"reduce c{self.combiner(nd.combiner)} axis {axis} v{nd.value_index} {kids}"
+            else:
+                extra = [
+                    f"{f.name}={getattr(nd, f.name)!r}" for f in dataclasses.fields(nd)
+                    if not isinstance(getattr(nd, f.name), (Expr, tuple, CommReducer))
+                ]
+                line = f"{type(nd).__name__} {' '.join(extra)} {kids}"
+            self._new(nd, line)
+
+    def op(self, op):
+        if isinstance(op, PlaceholderOp):
+            self._new(op, f"placeholder {op.name} {op.shape} {op.dtype}")
+        elif isinstance(op, ComputeOp):
+            self.exprs(tuple(op.axis) + tuple(op.body))
+            axis = " ".join(str(self.ids[id(a)]) for a in op.axis)
+            body = " ".join(str(self.ids[id(b)]) for b in op.body)
+            self._new(op, f"compute {op.name} axis {axis} body {body} tag {op.tag!r} attrs {sorted(op.attrs)!r}")
+        elif hasattr(op, "statements"):  # poly.stage.PolyOp
+            parts = [f"poly {op.name} {op.shape} {op.dtypes}"]
+            for st in op.statements:
+                self.exprs(tuple(st.vars) + tuple(st.values))
+                comb = self.combiner(st.combiner) if st.combiner is not None else None
+                vars_ = " ".join(str(self.ids[id(v)]) for v in st.vars)
+                vals = " ".join(str(self.ids[id(v)]) for v in st.values)
+                parts.append(f"st {st.name} {vars_} n{st.n_out} {st.domain} = {vals} c{comb} a{int(st.accumulate)}")
+            self._new(op, " || ".join(parts))
+        else:
+            raise TypeError(type(op).__name__)
+
+
+def _schedule_token(schedule):
+    if isinstance(schedule, str) or schedule is None:
+        return f"str:{schedule}"
+    if hasattr(schedule, "to_json"):
+        return "json:" + schedule.to_json()
+    return None
+
+
+def program_key(outputs, inputs, schedule, device_key):
+    """The cache key of a build, or None when it cannot be keyed (then nothing is cached)."""
+    token = _schedule_token(schedule)
+    if token is None:
+        return None
+    try:
+        outs = as_tensor_list(outputs, "build outputs")
+        ins = as_tensor_list(inputs, "build inputs")
+        k = _Keyer()
+        for op in walk_ops(outs):
+            k.op(op)
+        for t in ins:
+            if id(t.op) not in k.ids:
+                k.op(t.op)
+        k.lines.append("inputs " + " ".join(k.tensor(t) for t in ins))
+        k.lines.append("outputs " + " ".join(k.tensor(t) for t in outs))
+        k.lines.append("single " + str(not isinstance(outputs, (list, tuple))))
+    except (TypeError, KeyError, AttributeError):
+        return None
+    h = hashlib.sha256()
+    for part in (_FORMAT, code_version(), token, device_key, "\n".join(k.lines)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _to_data(program):
+    """The program with its tensors named by role (JSON-ready)."""
+    roles = {}
+    for i, t in enumerate(program.inputs):
+        roles[id(t)] = ["in", i]
+    for i, t in enumerate(program.outputs):
+        roles[id(t)] = ["out", i]
+    for i, t in enumerate(program.intermediates):
+        roles[id(t)] = ["mid", i]
+    return {
+        "format": _FORMAT,
+        "source": program.source,
+        "kernels": [
+            {"name": k.name, "args": [roles[id(t)] for t in k.args], "global": list(k.global_size),
+             "local": list(k.local_size) if k.local_size is not None else None}
+            for k in program.kernels
+        ],
+        "intermediates": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in program.intermediates],
+        "names": [[roles[i], n] for i, n in program.buffer_names.items() if i in roles],
+        "wide": program.wide_index,
+        "fp64": program.fp64,
+    }
+
+
+def _from_data(data, outputs, inputs):
+    from . import KernelLaunch, Program
+
+    outs = tuple(as_tensor_list(outputs, "build outputs"))
+    ins = tuple(as_tensor_list(inputs, "build inputs"))
+    mids = tuple(placeholder(tuple(m["shape"]), m["dtype"], m["name"]) for m in data["intermediates"])
+    table = {"in": ins, "out": outs, "mid": mids}
+
+    def tensor(role):
+        return table[role[0]][role[1]]
+
+    kernels = tuple(
+        KernelLaunch(k["name"], None, tuple(tensor(r) for r in k["args"]), tuple(k["global"]),
+                     tuple(k["local"]) if k["local"] is not None else None)
+        for k in data["kernels"]
+    )
+    names = {id(tensor(r)): n for r, n in data["names"]}
+    return Program(data["source"], kernels, ins, outs, mids, names, data["wide"], data["fp64"], None)
+
+
+def _disk_path(key):
+    from ..runtime.cache import cache_dir
+
+    return os.path.join(cache_dir(), "programs", key[:2], key + ".json")
+
+
+def load_program(key, outputs, inputs):
+    """The cached Program of ``key`` for this graph's tensors, or None."""
+    data = _MEMORY.get(key)
+    if data is None:
+        path = _disk_path(key)
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if data.get("format") != _FORMAT:
+                raise ValueError(f"format {data.get('format')!r}")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError) as e:
+            warnings.warn(f"polyad: ignoring an unreadable cached program {path} ({e}); regenerating it", RuntimeWarning, stacklevel=3)
+            return None
+        _MEMORY[key] = data
+    try:
+        return _from_data(data, outputs, inputs)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        warnings.warn(f"polyad: ignoring a malformed cached program ({type(e).__name__}: {e}); regenerating it", RuntimeWarning, stacklevel=3)
+        _MEMORY.pop(key, None)
+        return None
+
+
+def store_program(key, program):
+    """Remember ``program`` under ``key`` (memory, and disk when writable)."""
+    data = _to_data(program)
+    _MEMORY[key] = data
+    path = _disk_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        warnings.warn(f"polyad: cannot write the program cache {path} ({e})", RuntimeWarning, stacklevel=3)
+
+
+def clear_memory():
+    """Forget the programs cached in this process (tests use it to exercise the disk cache)."""
+    _MEMORY.clear()

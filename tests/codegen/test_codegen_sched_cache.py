@@ -1,0 +1,89 @@
+"""The program cache: a known build skips scheduling and code generation; entries are keyed structurally."""
+
+import glob
+import os
+import time
+
+import numpy as np
+import pytest
+
+import polyad as pa
+import polyad.codegen as codegen
+from polyad.codegen.cache import clear_memory, program_key
+from polyad.schedule import Schedule, StageSchedule
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+
+def graph(n=12, name="T"):
+    """A fresh, structurally identical graph on every call (new Var/Tensor objects)."""
+    X = pa.placeholder((n, 5), name="X")
+    W = pa.placeholder((5, n), name="W")
+    k = pa.reduce_axis((0, 5), name="k")
+    T = pa.compute((n, n), lambda i, j: pa.sum(X[i, k] * W[k, j], axis=k), name=name)
+    U = pa.compute((n, n), lambda i, j: pa.tanh(T[i, j]) + X[i, j % 5], name="U")
+    return U, [X, W]
+
+
+SCHED = Schedule("s", stages={"T": StageSchedule(tile=(2, 8), vectorize=4)})
+
+
+def _no_generate(*a, **k):
+    raise AssertionError("the program should have come from the cache")
+
+
+def _run(mod, ins, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in ins]
+    return mod(*arrays), arrays
+
+
+def test_warm_build_skips_generation_and_is_fast(monkeypatch):
+    U, ins = graph()
+    cold = pa.build(U, ins, schedule=SCHED)
+    U2, ins2 = graph()  # a new graph object, same structure
+    monkeypatch.setattr(codegen, "generate", _no_generate)
+    t0 = time.perf_counter()
+    warm = pa.build(U2, ins2, schedule=SCHED)
+    assert time.perf_counter() - t0 < 0.2
+    assert warm.source == cold.source
+    got, arrays = _run(warm, ins2)
+    np.testing.assert_allclose(got, pa.evaluate(U2, dict(zip(ins2, arrays))), rtol=2e-5, atol=2e-5)
+
+
+def test_disk_entry_serves_a_new_process(monkeypatch):
+    U, ins = graph(n=9)
+    pa.build(U, ins, schedule=SCHED)
+    clear_memory()  # as if a new process: only the disk entry is left
+    monkeypatch.setattr(codegen, "generate", _no_generate)
+    U2, ins2 = graph(n=9)
+    got, arrays = _run(pa.build(U2, ins2, schedule=SCHED), ins2)
+    np.testing.assert_allclose(got, pa.evaluate(U2, dict(zip(ins2, arrays))), rtol=2e-5, atol=2e-5)
+
+
+def test_corrupt_entry_is_regenerated_with_a_warning():
+    U, ins = graph(n=7)
+    key = program_key(U, ins, SCHED, "dev")
+    pa.build(U, ins, schedule=SCHED)
+    clear_memory()
+    for path in glob.glob(os.path.join(os.environ["POLYAD_CACHE_DIR"], "programs", "*", "*.json")):
+        with open(path, "w") as f:
+            f.write("{ not json")
+    with pytest.warns(RuntimeWarning, match="unreadable cached program"):
+        mod = pa.build(U, ins, schedule=SCHED)
+    got, arrays = _run(mod, ins)
+    np.testing.assert_allclose(got, pa.evaluate(U, dict(zip(ins, arrays))), rtol=2e-5, atol=2e-5)
+    assert key is not None
+
+
+def test_key_separates_what_changes_the_program():
+    U, ins = graph()
+    base = program_key(U, ins, SCHED, "dev")
+    assert base == program_key(*graph(), SCHED, "dev")  # structure, not object identity
+    assert base != program_key(*graph(n=13), SCHED, "dev")  # shapes
+    assert base != program_key(*graph(name="T2"), SCHED, "dev")  # stage names (schedules refer to them)
+    assert base != program_key(U, ins, "naive", "dev")  # schedule
+    assert base != program_key(U, ins, Schedule("s", stages={"T": StageSchedule(tile=(2, 8))}), "dev")
+    assert base != program_key(U, ins, SCHED, "other device")
+    assert base != program_key(U, ins[::-1], SCHED, "dev")  # input order
+    assert base != program_key([U], ins, SCHED, "dev")  # a list of outputs returns a list
