@@ -128,12 +128,19 @@ SCHEDULES = {
         StageSchedule(tile=(1, 1, 3, 3)),
         StageSchedule(tile=(2, 1, 3, 3), unroll=2),
         StageSchedule(tile=(4, 1, 3, 3)),
+        StageSchedule(tile=(1, 2, 3, 3), unroll=2),
+        StageSchedule(tile=(2, 2, 3, 3)),
+        StageSchedule(tile=(2, 1, 3, 3), unroll=4),
     ],
     "conv_dX": [
         StageSchedule(),
         StageSchedule(tile=(1, 1, 2, 8), vectorize=8),
         StageSchedule(tile=(1, 1, 4, 8), vectorize=8),
         StageSchedule(tile=(1, 1, 2, 16), vectorize=8),
+        StageSchedule(tile=(1, 1, 4, 4), vectorize=4),
+        StageSchedule(tile=(1, 2, 2, 4), vectorize=4),
+        StageSchedule(tile=(1, 1, 2, 28), vectorize=4),
+        StageSchedule(tile=(1, 1, 4, 28), vectorize=4),
     ],
 }
 

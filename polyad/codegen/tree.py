@@ -324,6 +324,75 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
     return ists, sched
 
 
+def _point_map(ist, m_max):
+    """isl map from an IslStatement's tuple to its output point(s) and, for updates, its reduction point.
+
+    Reduction coordinates are padded with 0 to ``m_max``; a vector statement maps to all its lanes.
+    """
+    st = ist.stmt
+    n, m = st.n_out, len(st.vars) - st.n_out
+    names = tuple_names(ist)
+    red = list(names[len(names) - m:]) if ist.role == "update" and m else []
+    outs = [f"pa_p{d}" for d in range(n)]
+    if ist.kind == "point":
+        cons = [f"pa_p{d} = {names[d]}" for d in range(n)]
+    else:
+        vec = ist.vec if ist.kind == "block" else 1
+        cons = []
+        for d, t in enumerate(ist.tile):
+            lo = f"{t}*{names[d]} + {vec if d == n - 1 else 1}*{names[n + d]}"
+            cons.append(f"{lo} <= pa_p{d} < {lo} + {vec}" if d == n - 1 and vec > 1 else f"pa_p{d} = {lo}")
+    rng = outs + red + ["0"] * (m_max - len(red))
+    return isl.UnionMap(f"{{ {ist.name}[{', '.join(names)}] -> [{', '.join(rng)}] : {' and '.join(cons) or 'true'} }}")
+
+
+def check_legality(op, ists, sched):
+    """Raise ScheduleError unless ``sched`` (one stage's schedule) keeps the stage's dependences.
+
+    Every output point is its own chain of work: a statement's init, its
+    updates in lexicographic order of the reduction points (a tuple
+    reduction such as argmax depends on that order), its final store; and the
+    statements of the stage in order (a later one overwrites, or accumulates
+    into, what an earlier one wrote at the same point).  Every dependence must
+    go forward in the schedule, within one work-item (grid members equal).
+    """
+    if not ists:
+        return
+    n_out = len(op.shape)
+    rank = {"init": 0, "assign": 0, "update": 1, "final": 2}
+    deps = None
+    m_max = max(len(ist.stmt.vars) - ist.stmt.n_out for ist in ists)
+    maps = {ist.name: _point_map(ist, m_max).intersect_domain(isl.UnionSet(ist.domain)) for ist in ists}
+    k = n_out + m_max
+    xs, ys = [f"x{i}" for i in range(k)], [f"y{i}" for i in range(k)]
+    same_point = [f"x{i} = y{i}" for i in range(n_out)] or ["true"]
+    for a in ists:
+        for b in ists:
+            before = (a.index, rank[a.role]) < (b.index, rank[b.role])
+            same = a.index == b.index and a.role == b.role == "update"
+            if not (before or same):
+                continue
+            # the same output point; two updates of one statement: an earlier reduction point first
+            cons = list(same_point)
+            m = len(a.stmt.vars) - a.stmt.n_out if same else 0
+            if m:
+                cons.append("(" + " or ".join(
+                    " and ".join([f"x{n_out + j} = y{n_out + j}" for j in range(q)] + [f"x{n_out + q} < y{n_out + q}"])
+                    for q in range(m)) + ")")
+            pairs = isl.UnionMap(f"{{ [{', '.join(xs)}] -> [{', '.join(ys)}] : {' and '.join(cons)} }}")
+            rel = maps[a.name].apply_range(pairs).apply_range(maps[b.name].reverse())
+            deps = rel if deps is None else deps.union(rel)
+    if deps is None or deps.is_empty():
+        return
+    smap = sched.get_map()
+    ordered = smap.lex_lt_union_map(smap)
+    bad = deps.subtract(ordered)
+    if not bad.is_empty():
+        raise ScheduleError(
+            f"stage {op.name!r}: the loop schedule would reorder dependent statement instances: {bad.coalesce()}"
+        )
+
+
 def build_tree(stages, schedule):
     """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``."""
     used_kernel, used_stmt = set(), set()
@@ -335,6 +404,7 @@ def build_tree(stages, schedule):
         tile, vec, unroll = stage_tiling(op, sched_of)
         if tile is not None:
             ists, sched = _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, sched_of.grid_dims)
+            check_legality(op, ists, sched)
             for ist in ists:
                 table[ist.name] = ist
             node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))

@@ -254,3 +254,30 @@ def test_grid_conv_and_polyops(tile, vec, unroll):
         arrays = [_rand(t, rng) for t in tins]
         mod = pa.build(T, tins, schedule=_schedule([T], lambda r: tile[len(tile) - r:], vec, unroll))
         np.testing.assert_allclose(mod(*arrays), ref(*arrays), rtol=1e-5, atol=1e-5)
+
+
+# -- legality --------------------------------------------------------------------------------------
+def test_legality_check_rejects_reordered_reductions():
+    """check_legality accepts the built schedule and catches ones that break the per-point chains."""
+    import islpy as isl
+
+    from polyad.codegen.tree import _insert_band, _tiled_stage, check_legality, tuple_names
+    from polyad.poly.stage import statements_of
+
+    X = pa.placeholder((6, 5), name="X")
+    op = pa.ops.argmax(X, axis=1).op  # a tuple reduction: the order of the reduction points matters
+    ists, good = _tiled_stage(op, statements_of(op), "A", set(), (4,), 4, 1, 3)
+    assert {x.role for x in ists} == {"init", "update", "final"}
+    check_legality(op, ists, good)
+    dom = isl.UnionSet(ists[0].domain)
+    for ist in ists[1:]:
+        dom = dom.union(isl.UnionSet(ist.domain))
+    with pytest.raises(ScheduleError, match="reorder dependent"):  # no order at all
+        check_legality(op, ists, isl.Schedule.from_domain(dom))
+    # init, updates, final in order, but the reduction loop runs backwards
+    rank = {"init": 0, "update": 1, "final": 2}
+    rev = _insert_band(isl.Schedule.from_domain(dom), ists,
+                       lambda x: [f"-{tuple_names(x)[-1]}" if x.role == "update" else "0"])
+    rev = _insert_band(rev, ists, lambda x: [str(rank[x.role])])
+    with pytest.raises(ScheduleError, match="reorder dependent"):
+        check_legality(op, ists, rev)
