@@ -113,6 +113,10 @@ SCHEDULES = {
         StageSchedule(tile=(8, 16), vectorize=8),
         StageSchedule(tile=(8, 32), vectorize=16),
         StageSchedule(tile=(4, 64), vectorize=16),
+        StageSchedule(tile=(8, 16), vectorize=16),
+        StageSchedule(tile=(16, 16), vectorize=16),
+        StageSchedule(tile=(8, 32), vectorize=16, unroll=2),
+        StageSchedule(tile=(4, 32), vectorize=16),
     ],
     "dW": [
         StageSchedule(),
@@ -122,6 +126,10 @@ SCHEDULES = {
         StageSchedule(tile=(8, 32), vectorize=8),
         StageSchedule(tile=(8, 32), vectorize=16),
         StageSchedule(tile=(4, 64), vectorize=16),
+        StageSchedule(tile=(8, 16), vectorize=16),
+        StageSchedule(tile=(16, 16), vectorize=16),
+        StageSchedule(tile=(8, 32), vectorize=16, unroll=2),
+        StageSchedule(tile=(4, 32), vectorize=16),
     ],
     "conv_dW": [
         StageSchedule(),
