@@ -204,7 +204,7 @@ def load_program(key, outputs, inputs):
                 data = json.load(f)
             if data.get("format") != _FORMAT:
                 raise ValueError(f"format {data.get('format')!r}")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError, AttributeError) as e:
             warnings.warn(f"polyad: ignoring an unreadable cached program {path} ({e}); regenerating it", RuntimeWarning, stacklevel=3)

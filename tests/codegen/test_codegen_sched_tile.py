@@ -281,3 +281,14 @@ def test_legality_check_rejects_reordered_reductions():
     rev = _insert_band(rev, ists, lambda x: [str(rank[x.role])])
     with pytest.raises(ScheduleError, match="reorder dependent"):
         check_legality(op, ists, rev)
+
+
+def test_wide_index_tiles_compile_without_allocating():
+    n = 2**31 + 7  # never allocated: the build only compiles
+    X = pa.placeholder((n,), name="X")
+    k = pa.reduce_axis((0, 3), name="k")
+    Y = pa.compute((n // 3,), lambda i: pa.sum(X[3 * i + k], axis=k), name="Y")
+    mod = pa.build(Y, [X], schedule=Schedule("w", stages={"Y": StageSchedule(tile=(16,), vectorize=8, unroll=3)}))
+    assert mod.program.wide_index and "long8 acc0_0_b[2]" not in mod.source  # float accumulators, long indices
+    assert "float8 acc0_0_b[2]" in mod.source and "long const gid0" in mod.source
+    assert mod.program.kernels[0].global_size == (-(-(n // 3) // 16),)
