@@ -131,8 +131,10 @@ def _regions(st):
 
 def full_fraction(info, tile):
     """The fraction of a stage's iterations in full tiles of ``tile`` (the rest runs naive loops)."""
-    if not info.regions or not tile:
+    if not tile:
         return 1.0
+    if not info.regions:  # a box: only the blocks cut by the upper bounds are partial
+        return math.prod((n // t) * t / n for n, t in zip(info.shape, tile))
     tot = full = 0
     for w, inner, outer in info.regions:
         tot += w
@@ -195,7 +197,8 @@ def stage_info(op):
 # the space and the cost model
 # ---------------------------------------------------------------------------------------------
 def _tile_options(extent, sizes):
-    out = sorted({s for s in sizes if s <= max(extent, 1)} | ({extent} if extent in sizes else set()))
+    # the whole extent too when it is small (a 3x3 kernel is one 3x3 block: no partial tiles)
+    out = sorted({s for s in sizes if s <= max(extent, 1)} | ({extent} if extent <= max(sizes) else set()))
     return out or [1]
 
 
@@ -240,13 +243,13 @@ def stage_cost(info, ss, dm):
 
 # fraction of peak an FMA chain reaches per vector width, with enough accumulators (MACHINE-NOTES:
 # scalar ~43 of 229 GFLOP/s, float4 ~110, float8 180-220; PoCL compiles for AVX-512 here)
-_CPU_LANES = {1: 0.05, 2: 0.15, 4: 0.45, 8: 0.8, 16: 0.85}  # scalar blocks measured ~5 GFLOP/s (conv dX)
+_CPU_LANES = {1: 0.12, 2: 0.15, 4: 0.45, 8: 0.75, 16: 0.9}  # scalar 3x3 blocks: conv dW 25 GFLOP/s
 
 
 def _lane_efficiency(vec, dm):
     if dm.kind != "cpu":
         return 1.0
-    return _CPU_LANES.get(vec, 0.05) if vec <= dm.vector_width else 0.05
+    return _CPU_LANES.get(vec, 0.12) if vec <= dm.vector_width else 0.12
 
 
 def _blocked_cost(info, ss, dm):
@@ -488,7 +491,7 @@ def _auto_schedule(outs, dm, renamed):
         cands = stage_candidates(info, dm)
         costs = [(stage_cost(info, ss, dm), ss) for ss in cands]
         floor = min(c for c, _ in costs)
-        near = [ss for c, ss in costs if c <= floor * 1.05 + 1e-6]
+        near = [ss for c, ss in costs if c <= floor * 1.03 + 1e-6]
         if floor < 2e-5 or not info.reduction:
             # a tiny or elementwise stage: the smallest block wins (less code, faster builds, the same speed)
             best = min(near, key=_size_key)
