@@ -210,13 +210,18 @@ def _join(*groups):
 
 
 def _split_full_tiles(st, tile, vec):
-    """(full-tile domain, partial-tile domain), both over ``[b, l, r]`` (o = tile * b + l).
+    """(full-tile, full-group, partial) domains over ``[b, l, r]`` (o = tile * b + l; l counts vectors
+    in the first two).
 
     A tile (block ``b``) is full when all its output points are in the
     statement's output domain and they all reduce over the same reduction
     points: then one code path (unrolled points, vectors, no guards) covers
-    it.  Every other point stays in the partial domain (scalar loops with
-    exact isl bounds): the two domains partition the statement's instances.
+    it.  In the other blocks, each vector group (the ``vec`` lanes of one
+    ``l``; one point when vec is 1) that is whole and reduces over one set
+    still gets that code, with isl guards per group where groups differ
+    (edges, triangular or strided domains).  The rest, groups whose lanes
+    differ, stays in the partial domain (scalar loops with exact isl bounds).
+    The three domains partition the statement's instances.
     Block coordinates are explicit dimensions, not floor expressions of the
     outputs, so the grid band has no existentially quantified variables.
     """
@@ -244,8 +249,33 @@ def _split_full_tiles(st, tile, vec):
     ) or "true"
     full = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(o0, r)}] : {vbox} }}").reverse())
     full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
-    partial = Dl.subtract(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))).coalesce()
-    return full, partial
+    # in the other blocks, a vector group (the vec lanes of one l) that is whole and not ragged still
+    # gets the vector, unroll-and-jam code; the AST generator guards each group where it differs
+    lane = ["pa_lane"]
+    og = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile[:-1], b[:-1], lv[:-1])] + (
+        [f"{tile[-1]}*{b[-1]} + {vec}*{lv[-1]} + pa_lane"] if n else [])
+    og0 = [x.replace(" + pa_lane", "") for x in og]
+    gbox = f"{vbox} and 0 <= pa_lane < {vec}"
+    DG = D.apply(isl.Map(f"{{ [{_join(b, lv, lane, r)}] -> {sname}[{_join(og, r)}] : {gbox} }}").reverse())
+    DG0 = D.apply(isl.Map(f"{{ [{_join(b, lv, lane, r)}] -> {sname}[{_join(og0, r)}] : {gbox} }}").reverse())
+    OG = O.apply(isl.Map(f"{{ [{_join(b, lv, lane)}] -> {sname}[{_join(og)}] : {gbox} }}").reverse())
+    gcand = OG.project_out(isl.dim_type.set, 2 * n, 1)
+    gwhole = gcand.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, lane)}] : 0 <= pa_lane < {vec} }}"))
+    gmissing = gwhole.subtract(OG).project_out(isl.dim_type.set, 2 * n, 1)
+    gragged = DG.subtract(DG0).union(DG0.subtract(DG)).project_out(isl.dim_type.set, 2 * n, 1 + m)
+    in_full_blocks = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv)}] }}"))
+    groups = gcand.subtract(gmissing).subtract(gragged).subtract(in_full_blocks).coalesce()
+    group = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(og0, r)}] : {vbox} }}").reverse())
+    group = group.intersect(groups.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
+    gv = [f"pa_g{d}" for d in range(n)]
+    gcons = " and ".join(
+        [f"{x} = {g}" for x, g in zip(l[:-1], gv[:-1])] + ([f"{vec}*{gv[-1]} <= {l[-1]} < {vec}*{gv[-1]} + {vec}"] if n else [])
+    ) or "true"
+    covered = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}")).union(
+        groups.apply(isl.Map(f"{{ [{_join(b, gv)}] -> [{_join(b, l, r)}] : {gcons} }}"))
+    )
+    partial = Dl.subtract(covered).coalesce()
+    return full, group, partial
 
 
 def _reduction_bands(sched, stmts, unroll):
@@ -269,23 +299,26 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
     unrolled = isl.ast_loop_type.unroll
     for si, st in enumerate(stmts):
         base = c_identifier(f"{kname}_{st.name}", used_stmt)
-        full, partial = _split_full_tiles(st, tile, vec)
+        full, group, partial = _split_full_tiles(st, tile, vec)
         m = len(st.vars) - st.n_out
-        if not full.is_empty():
+        for dom, suffix in ((full, "_t"), (group, "_g")):
+            if dom.is_empty():
+                continue
             blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
 
             def points(x):
                 return tuple_names(x)[n: 2 * n]
 
+            name = base + suffix
             if st.combiner is None:
-                ist = IslStatement(base + "_t", role="assign", domain=full.set_tuple_name(base + "_t"), **blk)
+                ist = IslStatement(name, role="assign", domain=dom.set_tuple_name(name), **blk)
                 ists.append(ist)
                 parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
             else:
-                out = full.project_out(isl.dim_type.set, 2 * n, m)
-                init = IslStatement(base + "_t_init", role="init", domain=out.set_tuple_name(base + "_t_init"), **blk)
-                upd = IslStatement(base + "_t", role="update", domain=full.set_tuple_name(base + "_t"), **blk)
-                fin = IslStatement(base + "_t_final", role="final", domain=out.set_tuple_name(base + "_t_final"), **blk)
+                out = dom.project_out(isl.dim_type.set, 2 * n, m)
+                init = IslStatement(name + "_init", role="init", domain=out.set_tuple_name(name + "_init"), **blk)
+                upd = IslStatement(name, role="update", domain=dom.set_tuple_name(name), **blk)
+                fin = IslStatement(name + "_final", role="final", domain=out.set_tuple_name(name + "_final"), **blk)
                 ists += [init, upd, fin]
                 # unroll-and-jam: the block's points inside the reduction loop, one accumulator each
                 u = _reduction_bands(
@@ -297,7 +330,7 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                     .sequence(u)
                     .sequence(_insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled))
                 )
-        if not partial.is_empty() or full.is_empty():
+        if not partial.is_empty() or (full.is_empty() and group.is_empty()):
             tl = dict(kind="tiled", tile=tile)
             if st.combiner is None:
                 own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base), **tl)]
