@@ -149,6 +149,8 @@ SCHEDULES = {
         StageSchedule(tile=(1, 2, 2, 4), vectorize=4),
         StageSchedule(tile=(1, 1, 2, 28), vectorize=4),
         StageSchedule(tile=(1, 1, 4, 28), vectorize=4),
+        StageSchedule(tile=(1, 4, 1, 28), vectorize=4),
+        StageSchedule(tile=(1, 2, 1, 28), vectorize=4),
     ],
 }
 
