@@ -15,10 +15,21 @@ accumulator)).  The tree of a build is::
                   sequence                     the stage's statements, in order
                     filter S0_init / S0 (+ band [r...]) / S0_final / filter S1 ...
 
-Everything later schedules do (tiling, splitting, fusing stages, choosing
-other NDRange mappings) is a transformation of this tree; lowering
-(:mod:`polyad.codegen.lower`) reads the marks, so it does not care how the tree
-was produced.
+A stage with a ``tile`` / ``vectorize`` / ``unroll`` schedule gets instead
+(:func:`_tiled_stage`; statements over ``[b, l, r]``, ``o = tile * b + l``)::
+
+    mark "kernel <name>" / mark "grid"
+      band [grid dims of b]                    one work-item per block
+        sequence                               per stage statement: full tiles, full groups, partial points
+          filter S0_t_init: band [l] unroll    one accumulator per block point (vectors: per group)
+          filter S0_t: band [r.., floor(r/U)] / band [r] unroll / band [l] unroll   (unroll-and-jam)
+          filter S0_t_final: band [l] unroll
+          filter S0_g_init ... (the same for whole vector groups of the other blocks, guarded)
+          filter S0_init/S0/S0_final: band [l] (coincident) / naive per-point code
+
+checked by :func:`check_legality` against the stage's dependences.  Lowering
+(:mod:`polyad.codegen.lower`) reads the marks, so it does not care how the
+tree was produced.
 """
 
 from dataclasses import dataclass

@@ -292,3 +292,16 @@ def test_wide_index_tiles_compile_without_allocating():
     assert mod.program.wide_index and "long8 acc0_0_b[2]" not in mod.source  # float accumulators, long indices
     assert "float8 acc0_0_b[2]" in mod.source and "long const gid0" in mod.source
     assert mod.program.kernels[0].global_size == (-(-(n // 3) // 16),)
+
+
+def test_edge_groups_keep_the_jammed_code():
+    """Blocks that are not full still run unroll-and-jam per whole group; only ragged lanes go scalar."""
+    T, ins, ref = triangular_cumsum(n=6)  # every point reduces over its own range: no block is full
+    sched = _schedule([T], (4,), 1, 1)
+    src = generate([T], ins, sched).source
+    assert "acc0_0_b[3] = acc0_0_b[3] + y0" in src and "acc0_0 =" not in src  # guarded, jammed, no scalar path
+    T2, ins2 = dense(b=5, n=10)  # row 4 (5 = 2*2 + 1) runs as vector groups; columns 8-9 lanes are ragged
+    src2 = generate([T2], ins2, _schedule([T2], (2, 8), 4)).source
+    assert src2.count("vstore4(") >= 2 and "acc0_0 = " in src2
+    arrays = [np.random.default_rng(2).standard_normal(t.shape).astype("float32") for t in ins]
+    np.testing.assert_allclose(pa.build(T, ins, schedule=sched)(*arrays), ref(*arrays), rtol=1e-5, atol=1e-5)
