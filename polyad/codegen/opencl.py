@@ -533,6 +533,8 @@ class KernelWriter:
         args = [_strip(ast_expr(ctx, call.get_op_arg(i))) for i in range(1, call.get_op_n_arg())]
         if ist.kind == "block":
             return self.block_user(ist, args)
+        if ist.kind == "lane":
+            return self.lane_user(ist, args)
         if ist.kind == "tiled":  # a partial tile: [b, l, r] -> outputs tile * b + l, then scalar code
             n = st.n_out
             args = [_affine(ctx, [(t, b), (1, x)]) for t, b, x in zip(ist.tile, args[:n], args[n: 2 * n])] + args[2 * n:]
@@ -648,9 +650,38 @@ class KernelWriter:
                 lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return c.Block(lines)
 
-    def _update(self, st, si, printer):
+    def lane_user(self, ist, args):
+        """One reduction point of one lane of a ragged vector group: a scalar update of lane ``.sK``."""
+        ctx, st, vec = self.ctx, ist.stmt, ist.vec
+        n = st.n_out
+        b, l, lane, r = args[:n], args[n: 2 * n], args[2 * n], args[2 * n + 1:]
+        try:
+            k = int(lane.removesuffix("L"))
+        except ValueError:  # the lane's range depends on the reduction point: isl unrolls it as lb + i
+            k = None
+        vnames = self.var_names[id(st)]
+        lines = []
+        for d, v in enumerate(st.out_vars):
+            terms = [(ist.tile[d], b[d]), (vec if d == n - 1 else 1, l[d])] + ([(1, lane)] if d == n - 1 else [])
+            lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), _affine(ctx, terms)))
+        for v, a in zip(st.red_vars, r):
+            lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a))
+        box, terms, stride = _block_box(ist), [], 1
+        for d in reversed(range(n)):
+            terms.append((stride, l[d]))
+            stride *= box[d]
+        p = _affine(ctx, terms)
+        if k is not None:
+            accs = [f"{a}[{p}].s{_LANE[k]}" for a in self.block_acc[ist.index][1]]
+        else:  # a computed lane: address the vector's element through a private pointer
+            accs = [f"(({ctx.ctype(v.dtype)} *)&{a}[{p}])[{lane}]" for a, v in zip(self.block_acc[ist.index][1], st.values)]
+        env = {id(v): vnames[id(v)] for v in st.vars}
+        lines += self._update(st, ist.index, ExprPrinter(ctx, env, self.tensor_names), accs)
+        return c.Block(lines)
+
+    def _update(self, st, si, printer, accs=None):
         ctx = self.ctx
-        accs, comb = self.acc[si], st.combiner
+        accs, comb = accs or self.acc[si], st.combiner
         decls, vals = printer.emit(st.values)
         lines = [c.Statement(d) for d in decls]
         env = {id(x): a for x, a in zip(comb.lhs, accs)}

@@ -93,7 +93,8 @@ class IslStatement:
     index: int  # position of stmt in its stage
     role: str  # "assign" | "init" | "update" | "final"
     domain: object  # isl.Set named ``name``
-    kind: str = "point"  # "point" | "block" (a full tile) | "tiled" (a partial tile: [b, l, r], scalar code)
+    kind: str = "point"  # "point" | "block" (vector/unrolled) | "lane" (one lane of a block's vector
+    # accumulator: [b, l, lane, r]) | "tiled" (partial points: [b, l, r], scalar code)
     tile: tuple = None  # block statements: the tile sizes
     vec: int = 1  # block statements: vector width of the last output dim
 
@@ -125,10 +126,11 @@ class ModuleTree:
 def tuple_names(ist):
     """isl-safe names of the tuple dimensions of an IslStatement (as its domain has them)."""
     k = ist.domain.dim(isl.dim_type.set)
-    if ist.kind in ("block", "tiled"):
+    if ist.kind in ("block", "tiled", "lane"):
         n = ist.stmt.n_out
         m = len(ist.stmt.vars) - n
-        return ([f"pa_b{d}" for d in range(n)] + [f"pa_l{d}" for d in range(n)] + [f"pa_r{d}" for d in range(m)])[:k]
+        lane = ["pa_lane"] if ist.kind == "lane" else []
+        return ([f"pa_b{d}" for d in range(n)] + [f"pa_l{d}" for d in range(n)] + lane + [f"pa_r{d}" for d in range(m)])[:k]
     return dim_names(ist.stmt.vars[:k])
 
 
@@ -275,9 +277,18 @@ def _split_full_tiles(st, tile, vec):
     gmissing = gwhole.subtract(OG).project_out(isl.dim_type.set, 2 * n, 1)
     gragged = DG.subtract(DG0).union(DG0.subtract(DG)).project_out(isl.dim_type.set, 2 * n, 1 + m)
     in_full_blocks = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv)}] }}"))
-    groups = gcand.subtract(gmissing).subtract(gragged).subtract(in_full_blocks).coalesce()
-    group = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(og0, r)}] : {vbox} }}").reverse())
-    group = group.intersect(groups.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
+    groups = gcand.subtract(gmissing).subtract(in_full_blocks).coalesce()
+    # a ragged group (lanes reducing over different sets) updates all lanes as a vector over the
+    # reduction points its lanes share and lane by lane over the others, in one reduction loop
+    lift = isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, r)}] }}")
+    to_lanes = isl.Map(f"{{ [{_join(b, lv, r)}] -> [{_join(b, lv, lane, r)}] : 0 <= pa_lane < {vec} }}")
+    any_lane = DG.project_out(isl.dim_type.set, 2 * n, 1).intersect(groups.apply(lift))
+    every = any_lane.subtract(any_lane.apply(to_lanes).subtract(DG).project_out(isl.dim_type.set, 2 * n, 1))
+    group = every.coalesce()
+    group_out = groups.intersect(isl.Set(f"{{ [{_join(b, lv)}] : {vbox} }}")).coalesce()
+    lanes = DG.intersect(groups.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, lane, r)}] }}")))
+    lanes = lanes.subtract(every.apply(to_lanes)).coalesce()
+    del gragged
     gv = [f"pa_g{d}" for d in range(n)]
     gcons = " and ".join(
         [f"{x} = {g}" for x, g in zip(l[:-1], gv[:-1])] + ([f"{vec}*{gv[-1]} <= {l[-1]} < {vec}*{gv[-1]} + {vec}"] if n else [])
@@ -286,7 +297,7 @@ def _split_full_tiles(st, tile, vec):
         groups.apply(isl.Map(f"{{ [{_join(b, gv)}] -> [{_join(b, l, r)}] : {gcons} }}"))
     )
     partial = Dl.subtract(covered).coalesce()
-    return full, group, partial
+    return full, (group_out, group, lanes), partial
 
 
 def _reduction_bands(sched, stmts, unroll):
@@ -310,25 +321,23 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
     unrolled = isl.ast_loop_type.unroll
     for si, st in enumerate(stmts):
         base = c_identifier(f"{kname}_{st.name}", used_stmt)
-        full, group, partial = _split_full_tiles(st, tile, vec)
+        full, (group_out, group, lanes), partial = _split_full_tiles(st, tile, vec)
         m = len(st.vars) - st.n_out
-        for dom, suffix in ((full, "_t"), (group, "_g")):
-            if dom.is_empty():
-                continue
-            blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
 
-            def points(x):
-                return tuple_names(x)[n: 2 * n]
+        def points(x):
+            return tuple_names(x)[n: 2 * n]
 
-            name = base + suffix
+        blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
+        if not full.is_empty():
+            name = base + "_t"
             if st.combiner is None:
-                ist = IslStatement(name, role="assign", domain=dom.set_tuple_name(name), **blk)
+                ist = IslStatement(name, role="assign", domain=full.set_tuple_name(name), **blk)
                 ists.append(ist)
                 parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
             else:
-                out = dom.project_out(isl.dim_type.set, 2 * n, m)
+                out = full.project_out(isl.dim_type.set, 2 * n, m)
                 init = IslStatement(name + "_init", role="init", domain=out.set_tuple_name(name + "_init"), **blk)
-                upd = IslStatement(name, role="update", domain=dom.set_tuple_name(name), **blk)
+                upd = IslStatement(name, role="update", domain=full.set_tuple_name(name), **blk)
                 fin = IslStatement(name + "_final", role="final", domain=out.set_tuple_name(name + "_final"), **blk)
                 ists += [init, upd, fin]
                 # unroll-and-jam: the block's points inside the reduction loop, one accumulator each
@@ -341,7 +350,35 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                     .sequence(u)
                     .sequence(_insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled))
                 )
-        if not partial.is_empty() or (full.is_empty() and group.is_empty()):
+        if not group_out.is_empty():
+            name = base + "_g"
+            if st.combiner is None:
+                ist = IslStatement(name, role="assign", domain=group_out.set_tuple_name(name), **blk)
+                ists.append(ist)
+                parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
+            else:
+                init = IslStatement(name + "_init", role="init", domain=group_out.set_tuple_name(name + "_init"), **blk)
+                fin = IslStatement(name + "_final", role="final", domain=group_out.set_tuple_name(name + "_final"), **blk)
+                upds, scheds = [], []
+                if not group.is_empty():
+                    upd = IslStatement(name, role="update", domain=group.set_tuple_name(name), **blk)
+                    upds.append(upd)
+                    scheds.append(isl.Schedule.from_domain(isl.UnionSet(upd.domain)))
+                if not lanes.is_empty():
+                    lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
+                                       stage=op, stmt=st, index=si, kind="lane", tile=tile, vec=vec)
+                    upds.append(lup)
+                    scheds.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(lup.domain)), [lup],
+                                               lambda x: [tuple_names(x)[2 * n]], unrolled))
+                ists += [init] + upds + [fin]
+                seq = _insert_band(isl.Schedule.from_domain(isl.UnionSet(init.domain)), [init], points, unrolled)
+                if upds:
+                    u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
+                    u = _reduction_bands(_insert_band(u, upds, points, unrolled), upds, unroll)
+                    seq = seq.sequence(u)
+                fsched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled)
+                parts.append(seq.sequence(fsched))
+        if not partial.is_empty() or (full.is_empty() and group_out.is_empty()):
             tl = dict(kind="tiled", tile=tile)
             if st.combiner is None:
                 own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base), **tl)]
@@ -382,9 +419,12 @@ def _point_map(ist, m_max):
         cons = [f"pa_p{d} = {names[d]}" for d in range(n)]
     else:
         vec = ist.vec if ist.kind == "block" else 1
+        step = ist.vec if ist.kind == "lane" else vec
         cons = []
         for d, t in enumerate(ist.tile):
-            lo = f"{t}*{names[d]} + {vec if d == n - 1 else 1}*{names[n + d]}"
+            lo = f"{t}*{names[d]} + {step if d == n - 1 else 1}*{names[n + d]}"
+            if d == n - 1 and ist.kind == "lane":
+                lo += f" + {names[2 * n]}"
             cons.append(f"{lo} <= pa_p{d} < {lo} + {vec}" if d == n - 1 and vec > 1 else f"pa_p{d} = {lo}")
     rng = outs + red + ["0"] * (m_max - len(red))
     return isl.UnionMap(f"{{ {ist.name}[{', '.join(names)}] -> [{', '.join(rng)}] : {' and '.join(cons) or 'true'} }}")
