@@ -305,3 +305,20 @@ def test_edge_groups_keep_the_jammed_code():
     assert src2.count("vstore4(") >= 2 and "acc0_0 = " in src2
     arrays = [np.random.default_rng(2).standard_normal(t.shape).astype("float32") for t in ins]
     np.testing.assert_allclose(pa.build(T, ins, schedule=sched)(*arrays), ref(*arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_max_pool_gradient_ragged_vector_groups():
+    """Padded max-pool's gradient: window reductions whose sets differ per lane at the borders.
+
+    Ragged groups update the shared points as vectors and the rest lane by lane, in
+    reduction order (the arg-max tie rule depends on it); ties are made likely.
+    """
+    X = pa.placeholder((2, 3, 9, 11), name="X")
+    Y = pa.nn.pool2d(X, (3, 3), (2, 2), (1, 1), "max")
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], head=H)
+    rng = np.random.default_rng(4)
+    arrays = [rng.integers(-2, 3, size=X.shape).astype("float32"), rng.standard_normal(H.shape).astype("float32")]
+    mod = _check([dX], [X, H], _schedule([dX], lambda r: (1,) * (r - 2) + (2, 8) if r >= 2 else None, 4, 2),
+                 arrays=arrays)
+    assert "vstore4(" in mod.source
