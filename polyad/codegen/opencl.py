@@ -709,17 +709,20 @@ def _block_box(ist):
 
 
 def _affine(ctx, terms):
-    """C text of sum(coef * x) for (int coef, C text x); folded to a literal when every x is one."""
-    try:
-        return ctx.int_lit(sum(k * int(x.removesuffix("L")) for k, x in terms))
-    except ValueError:
-        pass
-    parts = []
+    """C text of sum(coef * x) for (int coef, C text x); literal terms are folded into one constant."""
+    const, parts = 0, []
     for k, x in terms:
-        if k and x not in ("0", "0L"):
+        try:
+            const += k * int(x.removesuffix("L"))
+            continue
+        except ValueError:
+            pass
+        if k:
             x = x if _atomic(x) or len(terms) == 1 and k == 1 else f"({x})"
             parts.append(x if k == 1 else f"{k} * {x}")
-    return " + ".join(parts) or "0"
+    if const or not parts:
+        parts.append(ctx.int_lit(const))
+    return " + ".join(parts)
 
 
 def _as_block(items):
