@@ -103,14 +103,18 @@ def test_large_2d_extent_multiplies_in_64_bit():
 def test_floor_semantics_helpers():
     A = pa.placeholder((6,), dtype="int32", name="A")
     F = pa.placeholder((6,), name="F")
-    Q = pa.compute((6,), lambda i: A[i] // 3 + A[i] % 4, name="Q")
+    Q = pa.compute((6,), lambda i: A[i] // A[5 - i] + A[i] % -4, name="Q")
     R = pa.compute((6,), lambda i: pa.floordiv(F[i], 2.0) + pa.floormod(F[i], 3.0), name="R")
     src = generate([Q, R], [A, F]).source
     assert "static inline int pa_floordiv_i32(int a, int b)" in src
     assert "static inline int pa_floormod_i32(int a, int b)" in src
-    assert re.search(r"pa_floordiv_i32\((A\[i\]|t0), 3\)", src)
+    assert re.search(r"pa_floordiv_i32\((A\[i\]|t0), ", src)
     assert re.search(r"floor\((F\[i\]|t0) / 2.0f\)", src)
     assert "% " not in _kernel(src, "Q")  # C's truncating % never reaches user arithmetic
+    # positive constant divisors need no helper: shift/mask for powers of two, corrected truncation else
+    P = pa.compute((6,), lambda i: A[i] // 3 + A[i] % 4 + A[i] // 8, name="P")
+    p_src = _kernel(generate([P], [A]).source, "P")
+    assert "pa_floor" not in p_src and "& 3" in p_src and ">> 3" in p_src and "/ 3" in p_src
 
 
 def test_high_rank_outputs_fuse_into_three_grid_dims():
