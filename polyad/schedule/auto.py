@@ -98,6 +98,22 @@ class StageInfo:
     regions: tuple = ()  # per statement: (iterations, interior intervals or None, output intervals)
     simple: bool = True  # no tuple/custom combiner (those reduce through selects, lane by lane)
     shared: float = 1.0  # fraction of reduction iterations a point shares with its neighbour along the last dim
+    strided: bool = False  # a reduction bound has a coefficient other than +-1 (a strided convolution's dX)
+
+
+def _strided(st):
+    """Some constraint of the domain scales a reduction variable (``0 <= x + 1 - 3*ow <= 4``): each point's
+    reduction bounds are then floor divisions of its index."""
+    import islpy as isl
+
+    n, m = st.n_out, len(st.vars) - st.n_out
+    for b in st.domain.get_basic_sets():
+        for c in b.get_constraints():
+            for k in range(n, n + m):
+                v = c.get_coefficient_val(isl.dim_type.set, k).to_python()
+                if abs(v) > 1:
+                    return True
+    return False
 
 
 def _lane_shared(st):
@@ -192,7 +208,7 @@ def stage_info(op):
     import numpy as np
 
     it = fl = 0
-    loads, red, regions, plain, shared = [], False, [], True, []
+    loads, red, regions, plain, shared, strided = [], False, [], True, [], False
     simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
     for st in statements_of(op):
         i, f = statement_cost(st)
@@ -202,6 +218,7 @@ def stage_info(op):
             inner, outer = _regions(st)
             if outer is not None:
                 regions.append((i, inner, outer))
+            strided |= st.combiner is not None and _strided(st)
             sh = _lane_shared(st) if st.combiner is not None else None
             if sh is not None:
                 shared.append((i, sh))
@@ -217,7 +234,7 @@ def stage_info(op):
                 loads.append((used, contig))
     return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads),
                      tuple(regions), plain,
-                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0)
+                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0, strided)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,11 +281,11 @@ def stage_cost(info, ss, dm):
     frac = full_fraction(info, ss.tile) if ss.tile else 1.0
     t = _blocked_cost(info, ss, dm)
     if frac < 1.0:
-        # measured (conv2d 5x5 stride 3 dX, no full tile at all): the per-point loops of partial blocks run
-        # 1.4-1.5x slower than the naive schedule's (block guards, no unrolling)
-        # (on boxes, where partial blocks are only the edge blocks, they measured as fast as naive loops)
-        pen = _PARTIAL_PENALTY if info.regions else 1.0
-        naive = pen * _blocked_cost(info, StageSchedule(unroll=1 if info.regions else ss.unroll), dm)
+        # measured: on strided domains (conv2d 5x5 stride 3 and dilated dX) the per-point loops of partial
+        # blocks run 1.4-1.5x slower than the naive schedule's (per-point floor-division bounds, guards, no
+        # unrolling); elsewhere (boxes' edge blocks, stride-1 convolution borders) as fast as naive loops
+        pen = _PARTIAL_PENALTY if info.strided else 1.0
+        naive = pen * _blocked_cost(info, StageSchedule(unroll=1 if info.strided else ss.unroll), dm)
         # codegen's ragged vector groups run the vector update over the reduction points their lanes share
         # (V lanes share about 1 - (V - 1) * (1 - shared) of them); measured, that pays only where most
         # points have the whole reduction box (conv2d 3x3 dX: float8 blocks 2x faster than scalar ones),
