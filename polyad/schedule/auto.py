@@ -300,6 +300,7 @@ def stage_cost(info, ss, dm):
 
 
 _PARTIAL_PENALTY = 1.4
+_GATHER_EFF, _GATHER_ISSUE = 1.0, 1.0
 
 
 # fraction of peak an FMA chain reaches per vector width, with enough accumulators (MACHINE-NOTES:
@@ -328,7 +329,9 @@ def _blocked_cost(info, ss, dm):
     # gathered operands and select-based combiners run lane by lane: vectors do not speed them up
     eff = _lane_efficiency(1 if not info.simple else vec, dm)
     if gathers and info.simple:
-        eff = min(eff, _lane_efficiency(4, dm)) * 0.5  # measured: X.W^T along j (W gathered) <= 17 GFLOP/s
+        # measured (softmax's dense recompute, X.W^T along j, W gathered): 6x32/float16 blocks 2x faster than
+        # 6x8/float4; gathered lanes now cost a scalar load each, not a slower FMA chain
+        eff = eff * _GATHER_EFF
     compute = info.flops / (dm.peak_gflops * 1e9 * eff * ilp)
     live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
     if live > dm.registers:
@@ -339,7 +342,7 @@ def _blocked_cost(info, ss, dm):
         n = math.prod(tile[d] for d in used) if used else 1
         per_step += n
         if vec > 1 and rank - 1 in used:
-            issue += n / vec if contig else 4 * n  # vloadN, or a gather: ~4 cycles a lane (measured X.W^T)
+            issue += n / vec if contig else _GATHER_ISSUE * n  # vloadN, or a scalar load per gathered lane
         else:
             issue += n  # scalar loads and broadcasts
     steps = info.iterations / block
