@@ -99,21 +99,26 @@ class StageInfo:
     simple: bool = True  # no tuple/custom combiner (those reduce through selects, lane by lane)
     shared: float = 1.0  # fraction of reduction iterations a point shares with its neighbour along the last dim
     strided: bool = False  # a reduction bound has a coefficient other than +-1 (a strided convolution's dX)
+    strides: tuple = ()  # per output dimension, the largest such coefficient in its constraints (1: none)
 
 
-def _strided(st):
-    """Some constraint of the domain scales a reduction variable (``0 <= x + 1 - 3*ow <= 4``): each point's
-    reduction bounds are then floor divisions of its index."""
+def _strides(st):
+    """Per output dimension, the largest coefficient of a reduction variable in a constraint that also
+    bounds the dimension (``0 <= x + 1 - 3*ow <= 4``: 3 for x); each point's reduction bounds are then
+    floor divisions of its index."""
     import islpy as isl
 
     n, m = st.n_out, len(st.vars) - st.n_out
+    out = [1] * n
     for b in st.domain.get_basic_sets():
         for c in b.get_constraints():
-            for k in range(n, n + m):
-                v = c.get_coefficient_val(isl.dim_type.set, k).to_python()
-                if abs(v) > 1:
-                    return True
-    return False
+            red = max((abs(c.get_coefficient_val(isl.dim_type.set, k).to_python()) for k in range(n, n + m)),
+                      default=0)
+            if red > 1:
+                for d in range(n):
+                    if c.get_coefficient_val(isl.dim_type.set, d).to_python() != 0:
+                        out[d] = max(out[d], red)
+    return out
 
 
 def _lane_shared(st):
@@ -208,7 +213,7 @@ def stage_info(op):
     import numpy as np
 
     it = fl = 0
-    loads, red, regions, plain, shared, strided = [], False, [], True, [], False
+    loads, red, regions, plain, shared, strides = [], False, [], True, [], []
     simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
     for st in statements_of(op):
         i, f = statement_cost(st)
@@ -218,10 +223,14 @@ def stage_info(op):
             inner, outer = _regions(st)
             if outer is not None:
                 regions.append((i, inner, outer))
-            strided |= st.combiner is not None and _strided(st)
+            if st.combiner is not None:
+                strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, _strides(st))]
             sh = _lane_shared(st) if st.combiner is not None else None
             if sh is not None:
                 shared.append((i, sh))
+        divs = _divisors(st)
+        if divs:
+            strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, divs)]
         red |= st.combiner is not None
         plain &= st.combiner is None or st.combiner.kind() is not None
         outs = st.out_vars
@@ -232,9 +241,37 @@ def stage_info(op):
                 contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
                     _uses(ix, last) for ix in n.indices[:-1])
                 loads.append((used, contig))
-    return StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize, tuple(loads),
-                     tuple(regions), plain,
-                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0, strided)
+    info = StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize,
+                     tuple(loads), tuple(regions), plain,
+                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0)
+    # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
+    # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
+    if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
+        import dataclasses
+
+        info = dataclasses.replace(info, strided=True, strides=tuple(strides))
+    return info
+
+
+def _divisors(st):
+    """Per output dimension, the largest constant it is floor-divided by in the statement's indices (a
+    2x2/2 pool's gradient reads argmax[i // 2]); None if none."""
+    outs = st.out_vars
+    out = [1] * len(outs)
+    # only divisions whose results are compared or computed with (the pool's argmax test i % 2 == ...):
+    # divided read indices alone (an avg-pool gradient's H[i // 2]) measured fastest as naive loops
+    in_index = {id(m) for n in post_order(tuple(st.values)) if isinstance(n, Load)
+                for m in post_order(tuple(n.indices))}
+    for n in post_order(tuple(st.values)):
+        if id(n) in in_index:
+            continue
+        if isinstance(n, Call) and n.op in ("floordiv", "floormod") and isinstance(n.args[1], Const):
+            c = int(n.args[1].value)
+            if c > 1:
+                for d, v in enumerate(outs):
+                    if _uses(n.args[0], v):
+                        out[d] = max(out[d], c)
+    return out if any(x > 1 for x in out) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,8 +289,9 @@ def stage_candidates(info, dm):
     if rank == 0:
         return [StageSchedule()]
     V = dm.vector_width
-    inner = _tile_options(info.shape[-1], {1, 2, 4, 8, 16, 32, 64} | {V, 2 * V, 4 * V})
-    outer = _tile_options(info.shape[-2], {1, 2, 3, 4, 6, 8}) if rank >= 2 else [None]
+    st = info.strides or (1,) * rank  # stride cells (below) are options too
+    inner = _tile_options(info.shape[-1], {1, 2, 4, 8, 16, 32, 64, st[-1]} | {V, 2 * V, 4 * V})
+    outer = _tile_options(info.shape[-2], {1, 2, 3, 4, 6, 8, st[-2]}) if rank >= 2 else [None]
     unrolls = (1, 2, 4, 8) if info.reduction else (1,)
     # for rank >= 3 the outermost dimension too (conv weight gradients: output channels)
     first = _tile_options(info.shape[0], {1, 2, 4}) if rank >= 3 else [1]
@@ -278,6 +316,21 @@ def stage_cost(info, ss, dm):
 
     Blocks that are not full tiles run the naive loops: their share costs what the naive schedule costs.
     """
+    if info.strided:
+        # measured (conv2d 5x5 stride 3 dX, 2x2/2 max-pool dX): a block of exactly one stride cell along the
+        # strided dimensions fixes each lane's reduction bounds (conv dX 35 -> 18 ms, pool dX ~30 -> ~6 ms);
+        # the naive loops and any other block evaluate floor-division bounds per point (2x the model)
+        # (scalar: 1x1x2x2/float2 blocks of the pool gradient measured 1.6x slower than scalar ones)
+        if ss.tile and ss.vectorize == 1 and all(t == s for t, s in zip(ss.tile, info.strides) if s > 1):
+            return _blocked_cost(info, ss, dm)
+        return _STRIDED_NAIVE * _unstrided_cost(info, ss, dm)
+    return _unstrided_cost(info, ss, dm)
+
+
+_STRIDED_NAIVE = 2.0
+
+
+def _unstrided_cost(info, ss, dm):
     frac = full_fraction(info, ss.tile) if ss.tile else 1.0
     t = _blocked_cost(info, ss, dm)
     if frac < 1.0:
@@ -324,7 +377,8 @@ def _blocked_cost(info, ss, dm):
     vec = ss.vectorize
     acc = max(1, block // vec)  # independent (vector) accumulators per work-item
     # LLVM overlaps a few iterations of a single accumulator chain: at least 3 in flight
-    ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction else 1.0
+    # (a reduction of one point per output, such as a stride-2 2x2 pool's gradient, has no chain)
+    ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction and red >= 2 else 1.0
     gathers = any(rank - 1 in used and not contig for used, contig in info.loads)
     # gathered operands and select-based combiners run lane by lane: vectors do not speed them up
     eff = _lane_efficiency(1 if not info.simple else vec, dm)
