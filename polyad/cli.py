@@ -123,7 +123,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--n-in", type=int, default=1000)
     p.add_argument("--n-out", type=int, default=1000)
-    p.add_argument("--schedule", default="naive", help="naive (default) or auto")
+    p.add_argument("--schedule", default="auto", help="auto (default) or naive")
     p.set_defaults(fn=_demo)
     p = sub.add_parser("doctor", help="check that an OpenCL device compiles kernels (--fix installs PoCL)")
     p.add_argument("--fix", action="store_true", help="install Debian's PoCL if no device compiles")

@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 
-def run(batch=32, n_in=1000, n_out=1000, schedule="naive", out=print):
+def run(batch=32, n_in=1000, n_out=1000, schedule="auto", out=print):
     """Run the demo; return 0 when every result matches numpy, 1 otherwise."""
     import polyad as pa
 
