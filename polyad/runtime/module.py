@@ -142,6 +142,39 @@ class Module:
         """
         import pyopencl as cl
 
+        where = self._bind(buffers)
+        event = None
+        for kernel, k, gsize, lsize in self._launches:
+            kernel.set_args(*[where[id(t)] for t in k.args])
+            event = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+        if wait:
+            self.queue.finish()
+        return event
+
+    def profile(self, *arrays, repeat=5, warmup=1):
+        """Median seconds of each kernel, by name, in launch order: where a gradient's time goes.
+
+        Each kernel is timed alone (launch to finish, on device-resident data), so the
+        figures include one launch overhead each and add up to slightly more than ``time``.
+        """
+        import pyopencl as cl
+
+        bufs = self.to_device(*arrays)
+        for _ in range(warmup):
+            self.run(*bufs)
+        where = self._bind(bufs)
+        samples = {k.name: [] for _, k, _, _ in self._launches}
+        for _ in range(repeat):
+            for kernel, k, gsize, lsize in self._launches:
+                kernel.set_args(*[where[id(t)] for t in k.args])
+                t0 = time.perf_counter()
+                cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+                self.queue.finish()
+                samples[k.name].append(time.perf_counter() - t0)
+        return {name: float(np.median(v)) for name, v in samples.items()}
+
+    def _bind(self, buffers):
+        """id(tensor) -> device buffer for the given input/output buffers and the intermediates."""
         prog = self.program
         tensors = list(prog.inputs) + list(prog.outputs)
         if len(buffers) != len(tensors):
@@ -151,13 +184,7 @@ class Module:
             )
         where = {id(t): _buffer(b, t) for t, b in zip(tensors, buffers)}
         where.update(self._intermediate_buffers())
-        event = None
-        for kernel, k, gsize, lsize in self._launches:
-            kernel.set_args(*[where[id(t)] for t in k.args])
-            event = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
-        if wait:
-            self.queue.finish()
-        return event
+        return where
 
     def _intermediate_buffers(self):
         if self._intermediates is None:

@@ -210,3 +210,17 @@ def test_wide_index_program_compiles_without_allocating():
     mod = pa.build(Y, [X], schedule="naive")  # one work-item per output point
     assert mod.program.wide_index and "long const gid0" in mod.source
     assert mod.program.kernels[0].global_size == (n // 3,)
+
+
+def test_profile_times_each_kernel_by_name(opencl):
+    X = pa.placeholder((64, 32), name="X")
+    A = pa.compute((64, 32), lambda i, j: X[i, j] * 2.0, name="A")
+    k = pa.reduce_axis((0, 32), "k")
+    B = pa.compute((64,), lambda i: pa.sum(A[i, k] * A[i, k], axis=k), name="B")
+    mod = pa.build([B], [X], schedule="naive")
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype("float32")
+    prof = mod.profile(x, repeat=3)
+    assert list(prof) == [kl.name for kl in mod.program.kernels] == ["A", "B"]
+    assert all(v > 0 for v in prof.values())
+    with pytest.raises(pa.PolyadError, match="run takes 2 buffers"):
+        mod.run(mod.to_device(x)[0])
