@@ -67,7 +67,7 @@ class Statement:
 
 # words isl's parser reads as keywords or values: a dimension named "min" is a syntax error,
 # one named "NaN" silently empties the set (checked with islpy 2026.2, case-insensitively to be safe)
-_ISL_WORDS = frozenset((
+ISL_WORDS = frozenset((
     "exists", "and", "or", "implies", "not", "xor", "mod", "max", "min", "rat", "true", "false",
     "ceild", "floord", "ceil", "floor", "infty", "nan", "inf",
 ))
@@ -80,7 +80,7 @@ def dim_names(vars_):
         base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in v.name) or "v"
         if base[0].isdigit():
             base = "v" + base
-        if base.lower() in _ISL_WORDS:
+        if base.lower() in ISL_WORDS:
             base += "_"
         nm, k = base, 0
         while nm in used:

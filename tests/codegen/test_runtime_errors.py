@@ -92,3 +92,14 @@ def test_float64_on_a_device_without_fp64_is_a_clear_error(monkeypatch):
     Y = pa.compute((3,), lambda i: X[i] * 2.0, name="Y64")
     with pytest.raises(pa.DeviceError, match=r"\['X64', 'Y64'\] are float64 .* no double precision"):
         pa.build(Y, [X])
+
+
+def test_unicode_and_isl_keyword_names_build():
+    """Tensor and axis names are user text: non-ASCII letters and isl keywords must not reach C or isl raw."""
+    X = pa.placeholder((3, 4), name="ℓ")
+    Y = pa.compute((3, 4), lambda min, mod: X[min, mod] * 2.0, name="floor")
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    for schedule in ("naive", "auto"):
+        mod = pa.build(Y, [X], schedule=schedule)
+        np.testing.assert_array_equal(mod(x), 2 * x)
+        assert all(ord(ch) < 128 for ch in mod.source)
