@@ -19,8 +19,10 @@ from .te.intrin import (
 from .evaluate import evaluate
 from . import ops
 from .ops import nn
+from .autodiff import differentiate, jacobian
+from .poly import estimate
+from . import schedule  # also installs pa.show(tensors, schedule=...)
+from .schedule import Schedule, StageSchedule
+from .runtime import build
 
 __version__ = "0.1.0"
-from .autodiff import differentiate, jacobian
-from .runtime import build
-from .poly import estimate

@@ -285,6 +285,10 @@ def show(tensors, schedule="auto", device=None):
     return sched.describe() + "\n\n" + show_graph(outs)
 
 
+from ..te.printer import set_scheduled_show  # noqa: E402
+
+set_scheduled_show(show)  # pa.show(tensors, schedule=...)
+
 from .auto import auto_schedule, candidate_space, DeviceModel  # noqa: E402
 from .graph import inline, rfactor, validate  # noqa: E402
 

@@ -110,13 +110,30 @@ def unique_names(ops):
     return out
 
 
-def show(tensors, **kwargs):
+_SCHEDULED_SHOW = []
+
+
+def set_scheduled_show(fn):
+    """Installed by polyad.schedule: ``fn(tensors, schedule, **kwargs)`` shows a scheduled graph."""
+    _SCHEDULED_SHOW[:] = [fn]
+
+
+def show(tensors, schedule=None, **kwargs):
     """``pa.show(tensors)``: the tensors and everything they depend on, one block per stage.
 
     Each later layer that introduces a new kind of stage registers how it is
     shown through the operation's ``show_lines(printer, name)`` method.
+    ``pa.show(tensors, schedule="auto")`` prints the schedule's decisions and the
+    graph codegen gets (after inlining and rfactor) instead.
     """
     from .tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
+
+    if schedule is not None:
+        if not _SCHEDULED_SHOW:
+            from ..errors import PolyadError
+
+            raise PolyadError("pa.show(..., schedule=...) needs polyad.schedule (import polyad)")
+        return _SCHEDULED_SHOW[0](tensors, schedule, **kwargs)
 
     tensors = as_tensor_list(tensors, "show")
     ops = walk_ops(tensors)

@@ -129,3 +129,29 @@ def test_show_prints_the_decisions_and_the_scheduled_graph():
     assert text.startswith("schedule 'auto'") and "inline (1): R" in text
     assert "compute S" in text and "compute R" not in text  # R was inlined into S
     assert "compute R" in show([S], "naive")
+
+
+def test_pa_show_with_a_schedule_prints_the_decisions_and_the_scheduled_graph():
+    X = pa.placeholder((8, 16), name="X")
+    A = pa.compute((8, 16), lambda i, j: X[i, j] * 2.0, name="A")
+    k = pa.reduce_axis((0, 16), "k")
+    B = pa.compute((8,), lambda i: pa.sum(A[i, k], axis=k), name="B")
+    text = pa.show(B, schedule="auto")
+    assert text.startswith("schedule 'auto'") and "inline (1): A" in text  # the decisions, with reasons
+    assert "compute A" not in text and "B[i] = sum(X[i, k]*2.0" in text  # the graph codegen gets
+    assert pa.show(B).count("compute") == 2  # without a schedule: the graph as written
+
+
+def test_pa_show_with_a_schedule_works_right_after_import_polyad():
+    import subprocess
+    import sys
+
+    code = (
+        "import polyad as pa\n"
+        "X = pa.placeholder((4,), name='X')\n"
+        "Y = pa.compute((4,), lambda i: X[i] + 1.0, name='Y')\n"
+        "print(pa.show(Y, schedule='naive'))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "schedule 'naive'" in r.stdout
