@@ -256,7 +256,13 @@ def _fresh_name(base, taken):
     return name
 
 
-def rfactor(outputs, stage, factor, axis=None):
+def _interleavable(reduces):
+    """A single-output sum/max/min: regrouping its terms by residue keeps its value (a tuple reducer's
+    first-argmax order needs contiguous blocks)."""
+    return len(reduces) == 1 and reduces[0].combiner.kind() is not None
+
+
+def rfactor(outputs, stage, factor, axis=None, interleave=None):
     """The graph of ``outputs`` with the reduction of ``stage`` split by ``factor``.
 
     ``T[o] = R_{r} f(o, r)`` (R a commutative reducer, r the largest reduction
@@ -268,6 +274,17 @@ def rfactor(outputs, stage, factor, axis=None):
     The partial stage exposes ``ceil(extent/factor)`` times more parallel
     work; the values are those of the original reduction regrouped
     (bitwise-equal for max/min, equal up to rounding for sums).
+
+    ``interleave`` (default: for single-output sum/max/min reducers) keeps the
+    inner part of the split as the partial stage's last axis instead::
+
+        T_rf[o, ri] = R_{ro, other axes} f(o, ro*factor + ri)   where ro*factor + ri < extent(r)
+        T[o]        = R_{ri} T_rf[o, ri]
+
+    ``factor`` partials per output point, whose neighbours along ``ri`` read
+    neighbouring elements: vector lanes load them contiguously (a row
+    reduction's partial sums vectorise).  Tuple reducers (argmax) keep the
+    blocked form, whose order keeps the first extremum.
     """
     outs = as_tensor_list(outputs, "rfactor outputs")
     ops, by_name = stage_ops(outs)
@@ -291,11 +308,18 @@ def rfactor(outputs, stage, factor, axis=None):
         )
     n_outer = -(-n // factor)
     comb = reduces[0].combiner
+    if interleave is None:
+        interleave = _interleavable(reduces)
+    elif interleave and not _interleavable(reduces):
+        raise ScheduleError(f"rfactor: stage {stage!r} has a tuple or custom reducer; only sum/max/min interleave")
     # the partial stage: fresh data axes, the split axis becomes (ro data, ri reduce)
     p_axes = tuple(IterVar(a.name, "int32", lo=0, extent=a.extent, kind="data") for a in data_axes)
-    ro = IterVar(split.name + "_o", "int32", lo=0, extent=n_outer, kind="data")
-    ri = IterVar(split.name + "_i", "int32", lo=0, extent=factor, kind="reduce")
-    p_red = tuple(ri if a is split else IterVar(a.name, "int32", lo=a.lo, extent=a.extent, kind="reduce") for a in red)
+    kept, gone = ("reduce", "data") if interleave else ("data", "reduce")
+    ro = IterVar(split.name + "_o", "int32", lo=0, extent=n_outer, kind=kept)
+    ri = IterVar(split.name + "_i", "int32", lo=0, extent=factor, kind=gone)
+    p_data, p_split = (ri, ro) if interleave else (ro, ri)
+    p_red = tuple(p_split if a is split else IterVar(a.name, "int32", lo=a.lo, extent=a.extent, kind="reduce")
+                  for a in red)
     m = dict(zip(data_axes, p_axes))
     m.update({a: b for a, b in zip(red, p_red) if a is not split})
     m[split] = ro * factor + ri + split.lo if split.lo else ro * factor + ri
@@ -305,10 +329,10 @@ def rfactor(outputs, stage, factor, axis=None):
     srcs = tuple(substitute(s, m) for s in reduces[0].source)
     p_body = tuple(Reduce(comb, srcs, p_red, cond, i) for i in range(len(srcs)))
     taken = {o.name for o in walk_ops(outs)}
-    partial = ComputeOp(_fresh_name(f"{stage}_rf", taken), p_axes + (ro,), p_body, "rfactor", {})
-    # the final stage: reduce the partial results over ro
+    partial = ComputeOp(_fresh_name(f"{stage}_rf", taken), p_axes + (p_data,), p_body, "rfactor", {})
+    # the final stage: reduce the partial results over the kept part of the split
     f_axes = tuple(IterVar(a.name, "int32", lo=0, extent=a.extent, kind="data") for a in data_axes)
-    rk = IterVar(split.name + "_o", "int32", lo=0, extent=n_outer, kind="reduce")
+    rk = IterVar(p_data.name, "int32", lo=0, extent=p_data.extent, kind="reduce")
     f_srcs = tuple(Load(partial.output(i), f_axes + (rk,)) for i in range(len(srcs)))
     f_body = tuple(Reduce(comb, f_srcs, (rk,), Const(True, "bool"), i) for i in range(len(srcs)))
     final = ComputeOp(stage, f_axes, f_body, getattr(op, "tag", ""), dict(getattr(op, "attrs", {})))

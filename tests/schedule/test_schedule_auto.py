@@ -47,7 +47,8 @@ def test_auto_rfactors_small_outputs_of_long_reductions():
     f = s.rfactor["T"]
     assert 3 * -(-50000 // f) >= DeviceModel.cpu().min_parallel
     # a large output does not need it
-    Y = pa.compute((300,), lambda i: pa.sum(X[i % 3, k], axis=k), name="Y")
+    k2 = pa.reduce_axis((0, 256), name="k2")
+    Y = pa.compute((8192,), lambda i: pa.sum(X[i % 3, k2 + i], axis=k2), name="Y")
     assert "Y" not in auto_schedule([Y]).rfactor
     x = np.random.default_rng(0).standard_normal((3, 50000)).astype(np.float32)
     np.testing.assert_allclose(pa.build(T, [X])(x), pa.evaluate([T], {X: x})[0], rtol=1e-4)
@@ -261,3 +262,27 @@ def test_max_pool_argmax_recompute_gets_last_dimension_blocks():
     s = auto_schedule([dX])
     (arg,) = [n for n in s.stages if n.endswith("argmax")]
     assert s.stages[arg].tile[-2] == 1 and s.stages[arg].tile[-1] >= 8
+
+
+def test_auto_rfactors_row_reductions_into_interleaved_vector_partials():
+    # softmax rows: 24 outputs each reduce 800 contiguous elements; the rows' stages get 40 interleaved
+    # partials per row (a multiple of the vector width dividing 800), the matmul-like stage does not
+    X = pa.placeholder((24, 800), name="X")
+    Y = pa.nn.softmax(X)
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], head=H)
+    s = auto_schedule([dX])
+    rows = [n for n in s.rfactor if any(f"rfactor {n} by" in t and "interleaved" in t for t in s.notes)]
+    assert rows and all(s.rfactor[n] == 40 for n in rows)
+    assert any(ss.vectorize >= 8 for n, ss in s.stages.items() if n.endswith("_rf"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((24, 800)).astype(np.float32)
+    h = rng.standard_normal((24, 800)).astype(np.float32)
+    ref = pa.evaluate([dX], {X: x, H: h})[0]
+    got = pa.build(dX, [X, H])(x, h)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+    # operands reused across outputs (a matmul) keep their register blocks
+    W = pa.placeholder((10, 800), name="W")
+    k = pa.reduce_axis((0, 800), name="k")
+    M = pa.compute((24, 10), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="M")
+    assert "M" not in auto_schedule([M]).rfactor

@@ -82,17 +82,19 @@ def test_inline_long_chain_is_linear(depth):
     _same([dx], g, {x: xv, H: hv}, rtol=1e-4)
 
 
+@pytest.mark.parametrize("interleave", [None, False])
 @pytest.mark.parametrize("factor", [2, 5, 16])
-def test_rfactor_sum_with_condition_and_two_axes(factor):
+def test_rfactor_sum_with_condition_and_two_axes(factor, interleave):
     X = pa.placeholder((3, 40, 4), name="X")
     r = pa.reduce_axis((0, 40), name="r")
     s = pa.reduce_axis((0, 4), name="s")
     T = pa.compute((3,), lambda i: pa.sum(X[i, r, s] * 2.0, axis=[r, s], where=(r + s) % 3 != 1), name="T")
     U = pa.compute((3,), lambda i: T[i] + 1.0, name="U")
-    g = rfactor([U], "T", factor)
+    g = rfactor([U], "T", factor, interleave=interleave)
     assert _stages(g) == ["T_rf", "T", "U"]
     rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
-    assert rf.shape == (3, -(-40 // factor))
+    # a sum interleaves by default: ``factor`` partials per point; blocked: one per block of ``factor``
+    assert rf.shape == (3, factor if interleave is None else -(-40 // factor))
     _same([U], g, {X: RNG.standard_normal(X.shape).astype(np.float32)})
 
 
@@ -102,10 +104,10 @@ def test_rfactor_max_is_exact_and_picks_the_named_axis():
     s = pa.reduce_axis((0, 6), name="s")
     T = pa.compute((5,), lambda i: pa.max(X[i, r, s], axis=[r, s]), name="T")
     x = RNG.standard_normal(X.shape).astype(np.float32)
-    for axis, n_outer in [(None, 8), ("s", 2)]:
-        g = rfactor([T], "T", 4, axis=axis)
+    for axis, interleave, parts in [(None, False, 8), ("s", False, 2), (None, True, 4), ("s", None, 4)]:
+        g = rfactor([T], "T", 4, axis=axis, interleave=interleave)
         rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
-        assert rf.shape == (5, n_outer)
+        assert rf.shape == (5, parts)
         assert np.array_equal(pa.evaluate(g, {X: x})[0], pa.evaluate([T], {X: x})[0])
 
 
@@ -123,6 +125,35 @@ def test_rfactor_tuple_reduction_keeps_the_first_argmax():
     for a, b in zip(pa.evaluate(g, {X: x}), pa.evaluate([idx, val], {X: x})):
         assert np.array_equal(a, b)
     assert np.array_equal(pa.evaluate(g, {X: x})[0], np.argmax(x, axis=1))
+
+
+def test_rfactor_interleaved_partials_read_contiguous_elements():
+    # T_rf[i, ri] = sum_ro X[i, ro*8 + ri]: the partials' last axis walks X's last axis with unit stride
+    X = pa.placeholder((4, 60), name="X")
+    k = pa.reduce_axis((0, 60), name="k")
+    T = pa.compute((4,), lambda i: pa.sum(X[i, k], axis=k), name="T")
+    g = rfactor([T], "T", 8)
+    rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
+    assert rf.shape == (4, 8) and rf.tag == "rfactor"
+    x = RNG.standard_normal((4, 60)).astype(np.float32)
+    (part,) = pa.evaluate([rf.output(0)], {X: x})
+    ref = np.zeros((4, 8), np.float32)
+    for r in range(8):
+        ref[:, r] = x[:, r::8].sum(axis=1)  # 60 is not a multiple of 8: the guard drops k >= 60
+    np.testing.assert_allclose(part, ref, rtol=1e-5)
+    _same([T], g, {X: x})
+
+
+def test_rfactor_interleave_refuses_tuple_reducers():
+    argmax = pa.comm_reducer(lambda a, b: (pa.select(b[1] > a[1], b[0], a[0]), pa.max(a[1], b[1])),
+                             lambda t0, t1: (pa.const(-1, t0), pa.const(float("-inf"), t1)), "argmax")
+    X = pa.placeholder((4, 33), name="X")
+    k = pa.reduce_axis((0, 33), name="k")
+    idx, val = pa.compute((4,), lambda i: argmax((k, X[i, k]), axis=k), name="A")
+    with pytest.raises(pa.ScheduleError, match="'A'.*interleave"):
+        rfactor([idx, val], "A", 4, interleave=True)
+    rf = [op for op in walk_ops(rfactor([idx, val], "A", 4)) if op.name == "A_rf"][0]
+    assert rf.shape == (4, 9)  # blocked by default: the first argmax stays first
 
 
 def test_rfactor_of_a_simplified_reduction_stage():
