@@ -572,13 +572,14 @@ def _row_axis(op):
 
 
 def _row_factor(e, dm):
-    """Partials per output point of an interleaved rfactor: a multiple of the vector width (contiguous
-    lanes), dividing the extent where one does (no guard on the last partials)."""
+    """Partials per output point of an interleaved rfactor: a multiple of half the vector width
+    (contiguous lanes) dividing the extent (measured: a guard on the last partials becomes a select per
+    lane, 4-7x slower than none), or None."""
     V = max(dm.vector_width, 1)
     for f in range(4 * V, V // 2 - 1, -max(1, V // 2)):
         if f >= 2 and e % f == 0 and e // f >= 4:
             return f
-    return V if e >= 4 * V else None
+    return None
 
 
 _ROW_POINTS = 4096  # outputs up to this size reduce rows too long for a vector across outputs to pay
@@ -604,17 +605,18 @@ def _choose_rfactor(outs, infos, dm, notes):
         if not e or points >= dm.min_parallel or info.iterations < 1 << 15 or e < 64:
             continue
         n_outer = -(-dm.min_parallel // points)
-        if _interleaves(op):
-            # graph.rfactor keeps ``factor`` interleaved partials per point: enough vector blocks for every
-            # work-item, each reducing a stride of at least 8 elements
-            V = max(dm.vector_width, 1)
-            factor = V * n_outer
-            while factor > 8 and e // factor < 8:
-                factor //= 2
+        V = max(dm.vector_width, 1)
+        # graph.rfactor interleaves sum/max/min by a factor dividing the extent: ``factor`` partials per
+        # point, enough vector blocks for every work-item, each reducing a stride of at least 8 elements
+        divs = [f for f in range(8, V * n_outer + 1, 8) if e % f == 0 and e // f >= 8] if _interleaves(op) else []
+        if divs:
+            factor = divs[-1]
             parts = points * factor
-        else:
+        else:  # blocks of ``factor`` (a power of two; one dividing e would interleave: halve it until not)
             factor = max(8, -(-e // n_outer))
             factor = 1 << (factor.bit_length() - 1)  # a power of two, rounded down: at least n_outer partials
+            while _interleaves(op) and factor >= 2 and e % factor == 0:
+                factor //= 2
             parts = points * -(-e // factor)
         if factor >= e or factor < 2:
             continue

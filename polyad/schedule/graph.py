@@ -275,8 +275,9 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
     work; the values are those of the original reduction regrouped
     (bitwise-equal for max/min, equal up to rounding for sums).
 
-    ``interleave`` (default: for single-output sum/max/min reducers) keeps the
-    inner part of the split as the partial stage's last axis instead::
+    ``interleave`` (default: for single-output sum/max/min reducers whose
+    extent ``factor`` divides) keeps the inner part of the split as the
+    partial stage's last axis instead::
 
         T_rf[o, ri] = R_{ro, other axes} f(o, ro*factor + ri)   where ro*factor + ri < extent(r)
         T[o]        = R_{ri} T_rf[o, ri]
@@ -284,7 +285,8 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
     ``factor`` partials per output point, whose neighbours along ``ri`` read
     neighbouring elements: vector lanes load them contiguously (a row
     reduction's partial sums vectorise).  Tuple reducers (argmax) keep the
-    blocked form, whose order keeps the first extremum.
+    blocked form, whose order keeps the first extremum; so do factors that
+    do not divide the extent (codegen would guard every lane with a select).
     """
     outs = as_tensor_list(outputs, "rfactor outputs")
     ops, by_name = stage_ops(outs)
@@ -309,7 +311,7 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
     n_outer = -(-n // factor)
     comb = reduces[0].combiner
     if interleave is None:
-        interleave = _interleavable(reduces)
+        interleave = _interleavable(reduces) and n % factor == 0
     elif interleave and not _interleavable(reduces):
         raise ScheduleError(f"rfactor: stage {stage!r} has a tuple or custom reducer; only sum/max/min interleave")
     # the partial stage: fresh data axes, the split axis becomes (ro data, ri reduce)
