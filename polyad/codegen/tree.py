@@ -328,13 +328,17 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
         def points(x):
             return tuple_names(x)[n: 2 * n]
 
+        def banded(ist, exprs_of=points):
+            """One statement's schedule with its block points as a band (unrolled)."""
+            return _insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], exprs_of, unrolled)
+
         blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
         if not full.is_empty():
             name = base + "_t"
             if st.combiner is None:
                 ist = IslStatement(name, role="assign", domain=full.set_tuple_name(name), **blk)
                 ists.append(ist)
-                parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
+                parts.append(banded(ist))
             else:
                 out = full.project_out(isl.dim_type.set, 2 * n, m)
                 init = IslStatement(name + "_init", role="init", domain=out.set_tuple_name(name + "_init"), **blk)
@@ -343,20 +347,20 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                 ists += [init, upd, fin]
                 # unroll-and-jam: the block's points inside the reduction loop, one accumulator each
                 u = _reduction_bands(
-                    _insert_band(isl.Schedule.from_domain(isl.UnionSet(upd.domain)), [upd], points, unrolled),
+                    banded(upd),
                     [upd], unroll,
                 )
                 parts.append(
-                    _insert_band(isl.Schedule.from_domain(isl.UnionSet(init.domain)), [init], points, unrolled)
+                    banded(init)
                     .sequence(u)
-                    .sequence(_insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled))
+                    .sequence(banded(fin))
                 )
         if not group_out.is_empty():
             name = base + "_g"
             if st.combiner is None:
                 ist = IslStatement(name, role="assign", domain=group_out.set_tuple_name(name), **blk)
                 ists.append(ist)
-                parts.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], points, unrolled))
+                parts.append(banded(ist))
             else:
                 init = IslStatement(name + "_init", role="init", domain=group_out.set_tuple_name(name + "_init"), **blk)
                 fin = IslStatement(name + "_final", role="final", domain=group_out.set_tuple_name(name + "_final"), **blk)
@@ -369,15 +373,14 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims):
                     lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
                                        stage=op, stmt=st, index=si, kind="lane", tile=tile, vec=vec)
                     upds.append(lup)
-                    scheds.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(lup.domain)), [lup],
-                                               lambda x: [tuple_names(x)[2 * n]], unrolled))
+                    scheds.append(banded(lup, lambda x: [tuple_names(x)[2 * n]]))
                 ists += [init] + upds + [fin]
-                seq = _insert_band(isl.Schedule.from_domain(isl.UnionSet(init.domain)), [init], points, unrolled)
+                seq = banded(init)
                 if upds:
                     u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
                     u = _reduction_bands(_insert_band(u, upds, points, unrolled), upds, unroll)
                     seq = seq.sequence(u)
-                fsched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(fin.domain)), [fin], points, unrolled)
+                fsched = banded(fin)
                 parts.append(seq.sequence(fsched))
         if not partial.is_empty() or (full.is_empty() and group_out.is_empty()):
             tl = dict(kind="tiled", tile=tile)
