@@ -207,6 +207,14 @@ def _max_and_expsum(x, axis, op):
     return m, s
 
 
+def _row_stats(x, axis, op):
+    """Checked (axis, max, sum of exp(x - max)) along ``axis``: what softmax and log_softmax share."""
+    check_tensor(x, op, "x")
+    _float(x, op)
+    axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
+    return (axis,) + _max_and_expsum(x, axis, op)
+
+
 def _drop(idx, axis):
     return idx[:axis] + idx[axis + 1:]
 
@@ -214,10 +222,7 @@ def _drop(idx, axis):
 def softmax(x, axis=-1):
     """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (three stages: max, exp-sum, divide)."""
     op = "softmax"
-    check_tensor(x, op, "x")
-    _float(x, op)
-    axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
-    m, s = _max_and_expsum(x, axis, op)
+    axis, m, s = _row_stats(x, axis, op)
     return compute(
         x.shape, lambda *i: exp(x[i] - m[_drop(i, axis)]) / s[_drop(i, axis)], name=op, tag="broadcast"
     )
@@ -226,10 +231,7 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
     op = "log_softmax"
-    check_tensor(x, op, "x")
-    _float(x, op)
-    axis = normalize_axis(axis, x.ndim, f"{op} of {x.name!r}")
-    m, s = _max_and_expsum(x, axis, op)
+    axis, m, s = _row_stats(x, axis, op)
     return compute(
         x.shape, lambda *i: x[i] - m[_drop(i, axis)] - log(s[_drop(i, axis)]), name=op, tag="broadcast"
     )
