@@ -5,7 +5,7 @@ The public API (see docs/ and ../shared/DESIGN.md); nothing else lives here.
 
 from . import errors
 from .errors import (
-    ArityError, AxisError, BuildError, DeviceError, DtypeError, EvaluationError, IndexingError,
+    ArityError, AxisError, BuildError, DeviceError, DtypeError, EvaluationError, FeedError, IndexingError,
     NotDifferentiableError, OutOfBoundsError, PolyadError, ScheduleError, ShapeError, TuningLogError,
 )
 from .te import (
@@ -16,6 +16,7 @@ from .te.intrin import (
     abs, ceil, cos, erf, exp, floor, log, log1p, log2, logical_and, logical_not, logical_or, pow,
     round, rsqrt, sigmoid, sign, sin, sqrt, tanh, trunc,
 )
+from .te.graph import residuals
 from .evaluate import evaluate
 from . import ops
 from .ops import nn

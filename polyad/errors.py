@@ -38,6 +38,10 @@ class EvaluationError(PolyadError, ValueError):
     """Bad feed to ``pa.evaluate``: missing input, wrong shape or dtype."""
 
 
+class FeedError(PolyadError, ValueError):
+    """A bad list of tensors given as data (``pa.build`` inputs): one listed twice, a fed output."""
+
+
 class NotDifferentiableError(PolyadError, TypeError):
     """An operation that has no derivative rule."""
 

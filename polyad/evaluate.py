@@ -162,15 +162,20 @@ class Block:
         return arr[tuple(idx)]
 
 
-def _check_feed(placeholder_tensors, feed):
+def _feed_by_id(feed):
     if not isinstance(feed, Mapping):
         raise EvaluationError(f"the feed must be a dict {{placeholder: array}}, got {type(feed).__name__}")
-    vals = {}
     by_id = {}
     for k, v in feed.items():
         if not isinstance(k, Tensor):
             raise EvaluationError(f"feed keys must be tensors, got {k!r}")
         by_id[id(k)] = v
+    return by_id
+
+
+def _check_feed(placeholder_tensors, by_id):
+    """id(tensor) -> the fed array of each of ``placeholder_tensors`` (and fed computed tensors), checked."""
+    vals = {}
     for t in placeholder_tensors:
         if id(t) not in by_id:
             raise EvaluationError(f"no value fed for input tensor {t.name!r} {t.dtype}{list(t.shape)}")
@@ -194,20 +199,33 @@ def evaluate(outputs, feed):
     """``pa.evaluate(outputs, {placeholder: array})``: compute tensors with numpy.
 
     Returns one array for one tensor, a list for a list.  Each stage is
-    evaluated once, however many times it is used.
+    evaluated once, however many times it is used.  ``feed`` may also give
+    computed tensors (saved forward activations): their arrays are used as
+    given, checked like a placeholder's, and what only they need is not
+    evaluated.  A fed tensor cannot also be one of ``outputs``.
     """
     single = isinstance(outputs, Tensor)
     outs = as_tensor_list(outputs, "evaluate")
-    ops = walk_ops(outs)
+    by_id = _feed_by_id(feed)
+    fed = [t for t in feed if not isinstance(t.op, PlaceholderOp)]
+    out_ids = {id(t) for t in outs}
+    for t in fed:
+        if id(t) in out_ids:
+            raise EvaluationError(
+                f"tensor {t.name!r} is both an output and fed: an output is computed, a fed tensor is given"
+            )
+    ops = walk_ops(outs, fed)
     placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
-    values = _check_feed(placeholders, feed)
+    values = _check_feed(placeholders + fed, by_id)
+    fed_ids = {id(t) for t in fed}
     with np.errstate(all="ignore"):
         for op in ops:
             if isinstance(op, PlaceholderOp):
                 continue
             results = evaluate_op(op, values)
             for t, r in zip(op.outputs, results):
-                values[id(t)] = r
+                if id(t) not in fed_ids:  # a multi-output op computed for another output keeps the fed one
+                    values[id(t)] = r
     res = [values[id(t)] for t in outs]
     return res[0] if single else res
 

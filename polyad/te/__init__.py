@@ -7,6 +7,7 @@ from .expr import (
 )
 from .intrin import *  # noqa: F401,F403
 from .intrin import __all__ as _intrin_all
+from .graph import cut, residuals
 from .printer import show
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor, compute, placeholder, placeholders, walk_ops
 from .visit import post_order, substitute, transform
@@ -16,5 +17,5 @@ __all__ = [
     "as_expr", "binary", "call", "cast", "comm_reducer", "const", "floordiv", "floormod", "max",
     "min", "prod", "reduce_axis", "select", "sum", "unary", "show", "ComputeOp", "Operation",
     "PlaceholderOp", "Tensor", "compute", "placeholder", "placeholders", "walk_ops", "post_order",
-    "substitute", "transform",
+    "substitute", "transform", "cut", "residuals",
 ] + list(_intrin_all)

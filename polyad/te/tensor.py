@@ -329,10 +329,15 @@ def _check_body(name, axis, body):
                 raise AxisError(f"compute {name!r}: variable {v.name!r} is not an axis of this compute")
 
 
-def walk_ops(outputs):
-    """The operations that ``outputs`` depend on, each once, in dependency order (inputs first)."""
+def walk_ops(outputs, given=()):
+    """The operations that ``outputs`` depend on, each once, in dependency order (inputs first).
+
+    Reads of a tensor in ``given`` (tensors fed as data) are not followed: the stages
+    only it needs are not listed (its own op is, when ``outputs`` need another of its outputs).
+    """
     if isinstance(outputs, Tensor):
         outputs = [outputs]
+    stop = {id(t) for t in given}
     order, seen = [], set()
     stack = [(t.op, False) for t in reversed(list(outputs))]
     while stack:
@@ -345,14 +350,14 @@ def walk_ops(outputs):
             continue
         stack.append((op, True))
         for t in reversed(op.input_tensors):
-            if id(t.op) not in seen:
+            if id(t.op) not in seen and id(t) not in stop:
                 stack.append((t.op, False))
     return order
 
 
-def placeholders(outputs):
-    """The placeholder tensors ``outputs`` depend on, in dependency order."""
-    return [op.output(0) for op in walk_ops(outputs) if isinstance(op, PlaceholderOp)]
+def placeholders(outputs, given=()):
+    """The placeholder tensors ``outputs`` depend on, in dependency order (not through ``given`` tensors)."""
+    return [op.output(0) for op in walk_ops(outputs, given) if isinstance(op, PlaceholderOp)]
 
 
 def as_tensor_list(tensors, what="outputs"):

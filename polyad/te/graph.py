@@ -1,0 +1,117 @@
+"""Pure functions on tensor graphs: feeding computed tensors as data, and residuals.
+
+* :func:`cut` replaces every read of some computed tensors by fresh
+  placeholders (same name, shape and dtype): the graph that takes those
+  tensors as data, as ``pa.build`` and ``pa.evaluate`` do when they are fed;
+* :func:`residuals` is JAX's partial evaluation in one question: which
+  computed tensors a gradient reads that do not depend on the head (the
+  values a framework saves from the forward pass).
+
+Both leave their input graph untouched.
+"""
+
+import dataclasses
+
+from ..errors import FeedError, PolyadError
+from .expr import Load
+from .tensor import PlaceholderOp, as_tensor_list, placeholder, walk_ops
+from .visit import transform
+
+__all__ = ["cut", "rebuild", "residuals"]
+
+
+def rebuild(op, tmap):
+    """``op`` with its reads of ``tmap``'s tensors (id(old) -> new tensor) redirected: a new op.
+
+    Works on any stage form: a ComputeOp (``body``) or an op defined by
+    ``statements`` whose ``values`` read tensors (``poly.stage.PolyOp``).
+    """
+
+    def fn(node, rebuilt):
+        if isinstance(node, Load):
+            nt = tmap.get(id(node.tensor))
+            if nt is not None:
+                return Load(nt, rebuilt.indices)
+        return None
+
+    if hasattr(op, "body"):
+        return dataclasses.replace(op, body=transform(tuple(op.body), fn))
+    if hasattr(op, "statements"):
+        stmts = tuple(dataclasses.replace(st, values=transform(tuple(st.values), fn)) for st in op.statements)
+        return dataclasses.replace(op, statements=stmts)
+    raise PolyadError(f"stage {op.name!r}: cannot rebuild a {type(op).__name__}")
+
+
+def cut(outputs, tensors):
+    """``(new_outputs, placeholders)``: the graph of ``outputs`` taking ``tensors`` as data.
+
+    Every read of a computed tensor of ``tensors`` becomes a read of a fresh
+    placeholder of the same name, shape and dtype; the stages downstream of it
+    are rebuilt (same names) and the stages only it needed are gone.
+    ``placeholders`` is ``tensors`` in order, each computed one replaced by its
+    placeholder (placeholders stay themselves).  A tensor the outputs do not
+    read is accepted, as an unused placeholder is.  Raises FeedError naming the
+    tensor when one is listed twice or is also one of ``outputs``.
+    """
+    outs = as_tensor_list(outputs, "outputs")
+    given = as_tensor_list(tensors, "inputs")
+    seen = set()
+    for t in given:
+        if id(t) in seen:
+            raise FeedError(f"tensor {t.name!r} is given twice among the inputs {[g.name for g in given]}")
+        seen.add(id(t))
+    out_ids = {id(t) for t in outs}
+    fed, phs = {}, []
+    for t in given:
+        if isinstance(t.op, PlaceholderOp):
+            phs.append(t)
+            continue
+        if id(t) in out_ids:
+            raise FeedError(
+                f"tensor {t.name!r} is both an output and a fed input: an output is computed, "
+                "a fed tensor is given; drop it from one of the lists"
+            )
+        fed[id(t)] = placeholder(t.shape, t.dtype, t.name)
+        phs.append(fed[id(t)])
+    if not fed:
+        return outs, phs
+    tmap = dict(fed)  # id(old tensor) -> new tensor: the fed ones, then the rebuilt stages' outputs
+    for op in walk_ops(outs, given):
+        if isinstance(op, PlaceholderOp) or not any(id(t) in tmap for t in op.input_tensors):
+            continue
+        new = rebuild(op, tmap)
+        for i in range(op.num_outputs):
+            if id(op.output(i)) not in fed:  # a multi-output op may be rebuilt with one output fed
+                tmap[id(op.output(i))] = new.output(i)
+    return [tmap.get(id(t), t) for t in outs], phs
+
+
+def residuals(outputs, unknown):
+    """The computed tensors ``outputs`` read that do not depend on ``unknown``, where a stage that does reads them.
+
+    ``unknown`` are placeholders (a gradient's head ``H``).  The result is what
+    JAX's partial evaluation calls residuals: the values a framework saves
+    from the forward pass so that the backward needs only them, the inputs
+    and the head.  Feed them to ``pa.build(grads, inputs + residuals)`` and the
+    backward computes none of the forward again.  Outputs that do not depend on
+    ``unknown`` are not residuals (the backward computes them).  Ordered as the
+    graph is (dependency order, then output index); stages whose reads are all
+    of placeholders give none.
+    """
+    outs = as_tensor_list(outputs, "residuals outputs")
+    unknown = as_tensor_list(unknown, "residuals unknown")
+    for t in unknown:
+        if not isinstance(t.op, PlaceholderOp):
+            raise PolyadError(f"residuals: unknown tensor {t.name!r} is not a placeholder")
+    ops = walk_ops(outs)
+    unk = {id(t.op) for t in unknown}
+    dep = {}
+    for op in ops:
+        dep[id(op)] = id(op) in unk or any(dep[id(t.op)] for t in op.input_tensors)
+    picked = set()
+    for op in ops:
+        if dep[id(op)] and not isinstance(op, PlaceholderOp):
+            for t in op.input_tensors:
+                if not dep[id(t.op)] and not isinstance(t.op, PlaceholderOp):
+                    picked.add(id(t))
+    return [t for op in ops for t in op.outputs if id(t) in picked]
