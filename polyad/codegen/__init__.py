@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..errors import PolyadError
 from ..poly.stage import statements_of
 from ..schedule import prepare
+from ..te.graph import cut
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from .lower import lower
 from .opencl import Context, KernelWriter, needs_wide_index, program_source
@@ -33,7 +34,7 @@ class Program:
 
     source: str
     kernels: tuple  # KernelLaunch, in execution order
-    inputs: tuple  # placeholder tensors, in the user's order
+    inputs: tuple  # placeholder tensors, in the user's order (a fed computed tensor: its placeholder)
     outputs: tuple  # output tensors, in the user's order
     intermediates: tuple  # stage outputs that are neither inputs nor outputs
     buffer_names: dict  # id(Tensor) -> C name
@@ -43,13 +44,10 @@ class Program:
 
 
 def _check_io(outputs, inputs):
+    """(outputs, inputs) checked, with computed tensors among ``inputs`` cut into placeholders (``te.graph.cut``)."""
     outs = as_tensor_list(outputs, "build outputs")
     ins = as_tensor_list(inputs, "build inputs")
-    for t in ins:
-        if not isinstance(t.op, PlaceholderOp):
-            raise PolyadError(f"build input {t.name!r} is not a placeholder (computed tensors cannot be fed)")
-    if len({id(t) for t in ins}) != len(ins):
-        raise PolyadError(f"build inputs list a tensor twice: {[t.name for t in ins]}")
+    outs, ins = cut(outs, ins)  # a fed computed tensor becomes a placeholder: its stages are not built
     if len({id(t) for t in outs}) != len(outs):
         raise PolyadError(f"build outputs list a tensor twice: {[t.name for t in outs]}")
     given = {id(t) for t in ins}

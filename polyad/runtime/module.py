@@ -22,8 +22,10 @@ class Module:
     on the first run.
     """
 
-    def __init__(self, program, device, single_output=False):
+    def __init__(self, program, device, single_output=False, inputs=None):
         self.program = program
+        # the tensors as the build was given them (a fed computed tensor, not its placeholder)
+        self._inputs = list(program.inputs) if inputs is None else list(inputs)
         self.device = device
         self._single = single_output
         state = device_state(device)
@@ -54,7 +56,8 @@ class Module:
 
     @property
     def inputs(self):
-        return list(self.program.inputs)
+        """The build's inputs as given (computed tensors fed as data included), in order."""
+        return list(self._inputs)
 
     @property
     def outputs(self):
