@@ -12,6 +12,7 @@ COLUMNS = [
     ("fwd_ms", "fwd ms", "ms"),
     ("bwd_ms", "bwd ms", "ms"),
     ("bwd_over_fwd", "bwd/fwd", "x"),
+    ("bwd_recompute_ms", "bwd recompute ms", "ms"),
     ("hand_ms", "hand TE bwd ms", "ms"),
     ("autodiff_over_hand", "autodiff/hand TE", "x"),
     ("numpy_ms", "numpy bwd ms", "ms"),
@@ -85,11 +86,21 @@ def markdown(result):
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Ratios are polyad's backward time over the other's (above 1: polyad is slower). polyad times come from "
-        "`Module.time` (the gradient graph recomputes the forward intermediates it needs, as does the hand-written "
-        "TE); numpy and torch time the backward alone with saved activations. Errors: max|g - ref| / max|ref| "
+        "Ratios are polyad's backward time over the other's (above 1: polyad is slower). Every backward is timed "
+        "alone, with the forward's values saved beforehand: polyad's (autodiff and hand TE, `Module.time`) is fed "
+        "`pa.residuals(grads, [H])`, computed by a forward module outside the timing, as numpy and torch reuse their "
+        "saved activations. bwd recompute ms: the autodiff gradient built from the forward inputs and H alone, "
+        "recomputing the forward values it reads. Errors (of the fed modules): max|g - ref| / max|ref| "
         f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.",
     ]
+    fed = {}
+    for row in result["rows"]:
+        for key, who in (("residuals", "autodiff"), ("hand_residuals", "hand TE")):
+            if isinstance(row.get(key), str):
+                fed.setdefault(row["workload"], {})[who] = row[key]
+    if fed:
+        lines += ["", "Residuals fed to the backward (computed tensors of the gradient graph that do not depend on H):"]
+        lines += [f"- {w}: " + "; ".join(f"{who}: {names}" for who, names in d.items()) for w, d in fed.items()]
     if notes:
         lines += ["", "\\* fewer runs than asked:"] + [f"- {n}" for n in notes]
     if reasons:

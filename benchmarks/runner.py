@@ -9,9 +9,15 @@ there yet, torch missing, a build error) becomes an "n/a: <reason>" cell; it
 never stops the run.
 
 What is timed:
-* polyad backward: a Module built from the gradient graph, inputs (forward
-  inputs, H) -> gradients.  Like TVM's te.gradient it recomputes the forward
-  intermediates the gradient needs; the hand-written TE graph does the same.
+* polyad backward (bwd ms, hand TE bwd ms): the backward alone, as a framework
+  runs it: a Module built from the gradient graph with inputs (forward inputs,
+  H, residuals) -> gradients, where residuals = ``pa.residuals(grads, [H])``
+  (the forward values the gradient reads, JAX's partial-evaluation residuals)
+  are computed beforehand by a forward Module of the same schedule, outside the
+  timing.  The hand-written TE graph has its own forward stages; its residuals
+  are found the same way.
+* bwd recompute ms: the gradient built from (forward inputs, H) alone, which
+  recomputes the forward intermediates it needs (as TVM's te.gradient does).
 * numpy and torch backward: the backward pass alone, with the forward
   activations saved beforehand (torch: ``autograd.grad(y, inputs, H)``).
 """
@@ -172,11 +178,11 @@ class EvaluateModule:
         return wall_clock(lambda: self(*arrays))(repeat)
 
 
-def _args_for(outputs, arrays):
-    """The placeholders ``outputs`` read, and the arrays to pass them, by name (reshaped to fit)."""
+def _args_for(outputs, arrays, given=()):
+    """The placeholders ``outputs`` read (not through ``given``), and the arrays to pass them, by name (reshaped to fit)."""
     from polyad.te.tensor import placeholders
 
-    ins = placeholders(outputs)
+    ins = placeholders(outputs, given)
     args = []
     for p in ins:
         if p.name not in arrays:
@@ -192,12 +198,32 @@ def _as_list(out, n):
     return list(out)
 
 
-class PolyadColumns:
-    """Builds and times one graph (forward, autodiff gradient or hand-written gradient)."""
+def graph_residuals(outputs):
+    """``pa.residuals`` of a gradient graph with respect to its head (the placeholder named H)."""
+    import polyad as pa
+    from polyad.te.tensor import placeholders
 
-    def __init__(self, api, outputs, arrays, schedule):
+    return pa.residuals(outputs, [p for p in placeholders(outputs) if p.name == "H"])
+
+
+class PolyadColumns:
+    """Builds and times one graph (forward, autodiff gradient or hand-written gradient).
+
+    With ``residuals`` (computed tensors of the graph, see :func:`graph_residuals`), a
+    forward module of the same schedule computes them first, outside any timing, and
+    the module takes them as inputs: it runs the backward alone.
+    """
+
+    def __init__(self, api, outputs, arrays, schedule, residuals=()):
         self.api, self.outputs, self.schedule = api, list(outputs), schedule
-        self.inputs, self.args = _args_for(self.outputs, arrays)
+        self.residuals = list(residuals)
+        self.inputs, self.args = _args_for(self.outputs, arrays, self.residuals)
+        if self.residuals:
+            fwd_ins, fwd_args = _args_for(self.residuals, arrays)
+            fwd = api.build(self.residuals, fwd_ins, schedule=schedule)
+            saved = _as_list(fwd(*fwd_args), len(self.residuals))
+            self.inputs += self.residuals
+            self.args += [np.asarray(a) for a in saved]
         t0 = time.perf_counter()
         self.module = api.build(self.outputs, self.inputs, schedule=schedule)
         self.build_cold = time.perf_counter() - t0
@@ -294,10 +320,18 @@ def run_workload(name, case, opts, api, log):
         graphs["grad"], diff = res if isinstance(res, tuple) else (res, res)
     hand = attempt(lambda: case.hand_te(case.placeholders()))
     graphs["hand"] = hand
+    # what each backward is fed from the forward (computed once, fed under every schedule)
+    for key in ("grad", "hand"):
+        g = graphs[key]
+        graphs[key + "_res"] = g if isinstance(g, Cell) else attempt(graph_residuals, g)
+    residual_names = {}
+    for key, col in (("grad", "residuals"), ("hand", "hand_residuals")):
+        r = graphs[key + "_res"]
+        residual_names[col] = (", ".join(t.name for t in r) or "none") if isinstance(r, list) else f"n/a: {r.na}"
 
     rows = []
     for sched in opts.schedules:
-        row = {"workload": name, "schedule": sched, "diff_s": diff, **shared}
+        row = {"workload": name, "schedule": sched, "diff_s": diff, **shared, **residual_names}
         row.update(_polyad_row(graphs, arrays, ref, sched, api, rep, budget, go))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
@@ -311,16 +345,19 @@ def run_workload(name, case, opts, api, log):
 def _polyad_row(graphs, arrays, ref, sched, api, rep, budget, go=attempt):
     row = {}
 
-    def module(outputs):
+    def module(outputs, residuals=()):
         if isinstance(outputs, Cell):
             return outputs
-        return go(PolyadColumns, api, outputs, arrays, sched)
+        if isinstance(residuals, Cell):
+            return residuals
+        return go(PolyadColumns, api, outputs, arrays, sched, residuals)
 
     f = module(graphs["fwd"])
     row["fwd_ms"] = f if isinstance(f, Cell) else go(f.time, rep, budget)
 
     for key, prefix in (("grad", ""), ("hand", "hand_")):
-        m = module(graphs[key])
+        # the backward fed with its residuals: what bwd ms, the errors and the build times are of
+        m = module(graphs[key], graphs.get(key + "_res", ()))
         if isinstance(m, Cell):
             cells = dict.fromkeys(("ms", "err", "build_cold_s", "build_warm_s"), m)
         else:
@@ -333,6 +370,13 @@ def _polyad_row(graphs, arrays, ref, sched, api, rep, budget, go=attempt):
         row[prefix + ("bwd_ms" if not prefix else "ms")] = cells["ms"]
         for k in ("err", "build_cold_s", "build_warm_s"):
             row[prefix + k] = cells[k]
+        if key == "grad":
+            # the same gradient from (forward inputs, H) alone: it recomputes the forward it reads
+            if isinstance(m, PolyadColumns) and not m.residuals:
+                row["bwd_recompute_ms"] = cells["ms"]  # nothing to feed: the same module
+            else:
+                r = module(graphs[key])
+                row["bwd_recompute_ms"] = r if isinstance(r, Cell) else go(r.time, rep, budget)
     return row
 
 
@@ -340,8 +384,9 @@ def _progress(row):
     def f(c):
         return f"{c.value:.3g}" if c.ok else "n/a"
 
-    return (f"{row['workload']:>16} [{row['schedule']}] fwd {f(row['fwd_ms'])} ms, bwd {f(row['bwd_ms'])} ms, "
-            f"hand TE {f(row['hand_ms'])} ms, numpy {f(row['numpy_ms'])} ms, torch {f(row['torch_ms'])} ms")
+    return (f"{row['workload']:>16} [{row['schedule']}] fwd {f(row['fwd_ms'])} ms, bwd {f(row['bwd_ms'])} ms "
+            f"(recompute {f(row['bwd_recompute_ms'])} ms), hand TE {f(row['hand_ms'])} ms, "
+            f"numpy {f(row['numpy_ms'])} ms, torch {f(row['torch_ms'])} ms")
 
 
 # ----------------------------------------------------------------------------- machine

@@ -30,6 +30,16 @@ TINY = {
     "dense": wl.dense(batch=3, n_in=5, n_out=4),
     "max_pool": wl.pool(batch=2, channels=2, size=7, kernel=3, stride=2, pad=1, kind="max"),
     "mlp_step": wl.mlp_step(batch=4, sizes=(6, 5, 4, 3)),
+    "softmax": wl.softmax(batch=3, n_in=5, n_out=4),
+}
+
+#: what each tiny case's backward is fed (autodiff; hand TE)
+RESIDUALS = {
+    "dense": ("none", "none"),
+    "max_pool": ("pool2d_argmax.v0", "max_pool.v0"),
+    "mlp_step": ("dense, relu, dense, relu, dense, cross_entropy_max, cross_entropy_expsum, "
+                 "cross_entropy_max_argmax.v0", "z1, a1, z2, a2, ce_softmax"),
+    "softmax": ("dense, softmax_max, softmax_expsum, softmax_max_argmax.v0", "softmax"),
 }
 
 
@@ -44,8 +54,11 @@ def test_row_with_a_working_backend(name):
         for key in ("hand_err", "numpy_err", "torch_err"):
             assert row[key].ok and row[key].value < 1e-5, (key, row[key])
         # autodiff (a colleague's, landing now): a correct number or a stated reason, never a crash
-        for key in ("fwd_ms", "bwd_ms", "err", "diff_s"):
+        for key in ("fwd_ms", "bwd_ms", "bwd_recompute_ms", "err", "diff_s"):
             assert row[key].ok or row[key].na, key
+        assert (row["residuals"], row["hand_residuals"]) == RESIDUALS[name]
+        if row["residuals"] == "none":  # nothing to feed: one module, one figure
+            assert row["bwd_recompute_ms"] is row["bwd_ms"]
         if row["err"].ok:
             assert row["err"].value < 1e-4
         if row["bwd_ms"].ok and row["hand_ms"].ok:
@@ -53,6 +66,39 @@ def test_row_with_a_working_backend(name):
         else:
             assert row["autodiff_over_hand"].na.startswith("needs")
         assert row["vs_numpy"].ok == row["bwd_ms"].ok
+
+
+def test_the_backward_is_fed_its_residuals_and_the_errors_come_from_the_fed_module():
+    builds = []
+
+    def build(outputs, inputs, schedule="naive"):
+        mod = runner.EvaluateModule(outputs, inputs, schedule)
+        fed = [t.name for t in inputs if not isinstance(t.op, pa.te.PlaceholderOp)]
+        builds.append(([t.name for t in outputs], fed))
+        if not fed:
+            return mod
+        # the fed backward gives 1% too much: the error columns must show it
+        return lambda *a: [g * 1.01 for g in mod(*a)] if len(outputs) > 1 else mod(*a) * 1.01
+
+    class Spy:
+        def __init__(self, outputs, inputs, schedule="naive"):
+            self.module = build(outputs, inputs, schedule)
+
+        def __call__(self, *a):
+            return self.module(*a)
+
+        def time(self, *a, repeat=1):
+            return runner.wall_clock(lambda: self(*a))(repeat)
+
+    (row,) = runner.run_workload("softmax", TINY["softmax"], _opts(torch=False), _api(build=Spy), lambda s: None)
+    fed = [f for _, f in builds if f]
+    assert ["dense", "softmax_max", "softmax_expsum", "softmax_max_argmax.v0"] in fed and ["softmax"] in fed
+    # forward, residuals forward + fed backward (autodiff), recompute, residuals forward + fed backward (hand),
+    # and one warm rebuild of each fed backward
+    assert [o for o, f in builds if not f][1] == ["dense", "softmax_max", "softmax_expsum", "softmax_max_argmax.v0"]
+    assert row["err"].value == pytest.approx(0.01, rel=1e-3) and row["hand_err"].value == pytest.approx(0.01, rel=1e-3)
+    assert row["bwd_ms"].ok and row["bwd_recompute_ms"].ok and row["bwd_recompute_ms"] is not row["bwd_ms"]
+    assert row["bwd_over_fwd"].value == pytest.approx(row["bwd_ms"].value / row["fwd_ms"].value)
 
 
 def test_every_failure_is_an_na_cell_not_a_crash():
@@ -65,6 +111,7 @@ def test_every_failure_is_an_na_cell_not_a_crash():
     assert row["hand_ms"].na == "pa.build is being written"
     assert row["hand_err"].na == "pa.build is being written"
     assert "no_such_op" in row["fwd_ms"].na and "no_such_op" in row["bwd_ms"].na
+    assert "no_such_op" in row["bwd_recompute_ms"].na and row["residuals"].startswith("n/a: ")
     assert row["torch_ms"].na == "disabled (--no-torch)"
     assert row["numpy_ms"].ok and row["numpy_err"].value < 1e-6
     assert row["bwd_over_fwd"].na == "needs bwd and fwd"
@@ -110,8 +157,10 @@ def test_rel_error_and_ratio():
 
 def _fake_result():
     rows = [{"workload": "dense", "schedule": "naive", "fwd_ms": Cell(1.0), "bwd_ms": Cell(2.5, note="3 runs (x)"),
-             "bwd_over_fwd": Cell(2.5), "hand_ms": Cell.missing("pa.build is being written; " + "long " * 20),
-             "numpy_ms": Cell(1.25), "vs_numpy": Cell(2.0), "err": Cell(2e-7), "torch_err": Cell(5e-3)}]
+             "bwd_over_fwd": Cell(2.5), "bwd_recompute_ms": Cell(7.25),
+             "hand_ms": Cell.missing("pa.build is being written; " + "long " * 20),
+             "numpy_ms": Cell(1.25), "vs_numpy": Cell(2.0), "err": Cell(2e-7), "torch_err": Cell(5e-3),
+             "residuals": "dense, softmax_max", "hand_residuals": "none"}]
     machine = {"date_utc": "2026-01-01 00:00 UTC", "cpu": "Test CPU", "cpus": 2, "commit": "abc"}
     options = {"schedules": ["naive"], "batch": None, "repeat": 5, "time_budget": 30.0}
     return {"machine": machine, "options": options, "rows": rows}
@@ -124,7 +173,8 @@ def test_markdown_and_json(tmp_path):
     assert header.count("|") == len(report.COLUMNS) + 1
     row = next(line for line in md.splitlines() if line.startswith("| dense"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:6] == ["dense", "naive", "1", "2.5*", "2.50", "n/a: pa.build is being written; long long lo…"]
+    assert cells[:7] == ["dense", "naive", "1", "2.5*", "2.50", "7.25", "n/a: pa.build is being written; long long lo…"]
+    assert "bwd recompute ms" in header and "- dense: autodiff: dense, softmax_max; hand TE: none" in md
     assert "5.0e-03 (!)" in row and "Test CPU" in md and "3 runs (x)" in md
     assert "- pa.build is being written; long" in md  # the full reason, below the table
     paths = report.write(res, tmp_path, plot=False)
@@ -192,6 +242,7 @@ def test_evaluate_backend_fills_the_error_columns(tmp_path, capsys):
     (js,) = tmp_path.glob("*.json")
     (row,) = json.loads(js.read_text())["rows"]
     assert row["hand_err"]["value"] < 1e-5 and row["hand_ms"]["value"] > 0
+    assert row["bwd_recompute_ms"]["value"] > 0 or row["bwd_recompute_ms"]["na"]
     assert row["err"]["na"] or row["err"]["value"] < 1e-5  # autodiff: a number once it runs
     assert "backend evaluate" in capsys.readouterr().out
 
