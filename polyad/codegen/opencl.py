@@ -389,20 +389,16 @@ class VectorPrinter(ExprPrinter):
         return f"(({self.vtype(nd.dtype)})({lanes}))"
 
     def _unit(self, e):
-        """True when ``e`` is ``v``, ``v + x``, ``x + v`` or ``v - x`` for the unit-stride lane variable v."""
+        """True when ``e`` is ``v + x`` for the unit-stride lane variable v and a lane-free x, written
+        with any nesting of ``+`` and ``-`` (``(xo*8 + xi) + kw``: a convolution's shifted row)."""
         dep = self._dep
-
-        def unit_var(x):
-            return isinstance(x, Var) and id(x) in self.lanes and self.lanes[id(x)][2]
-
-        if unit_var(e):
-            return True
+        if isinstance(e, Var):
+            return id(e) in self.lanes and self.lanes[id(e)][2]
         if isinstance(e, Call) and e.op in ("add", "sub"):
             a, b = e.args
-            if unit_var(a) and not dep[id(b)]:
-                return True
-            if e.op == "add" and unit_var(b) and not dep[id(a)]:
-                return True
+            if not dep[id(b)]:
+                return self._unit(a)
+            return e.op == "add" and not dep[id(a)] and self._unit(b)
         return False
 
     def _lane(self, root, k):
