@@ -95,6 +95,61 @@ class StageSchedule:
         return ", ".join(parts) or "naive loops"
 
 
+@dataclass(frozen=True)
+class RFactor:
+    """An rfactor decision with its axis and form (``Schedule.rfactor`` values may also be a bare factor).
+
+    ``axis``: the reduction axis to split, by name (None: the largest);
+    ``interleave``: keep the inner part of the split as the partial stage's
+    last axis (None: :func:`polyad.schedule.graph.rfactor`'s default).  See
+    :func:`polyad.schedule.graph.rfactor`.
+    """
+
+    factor: int
+    axis: str = None
+    interleave: bool = None
+
+    def __post_init__(self):
+        if isinstance(self.factor, bool) or not isinstance(self.factor, int) or self.factor < 2:
+            raise ScheduleError(f"rfactor needs an integer factor >= 2, got {self.factor!r}")
+        if self.axis is not None and not isinstance(self.axis, str):
+            raise ScheduleError(f"rfactor axis must be a reduction axis name, got {self.axis!r}")
+        if self.interleave is not None and not isinstance(self.interleave, bool):
+            raise ScheduleError(f"rfactor interleave must be true, false or null, got {self.interleave!r}")
+
+    @classmethod
+    def of(cls, spec, where="rfactor"):
+        """The RFactor of a Schedule.rfactor value: an RFactor, a factor, or its JSON object."""
+        if isinstance(spec, cls):
+            return spec
+        if isinstance(spec, dict):
+            extra = sorted(set(spec) - {"factor", "axis", "interleave"})
+            if extra or "factor" not in spec:
+                raise ScheduleError(f"{where}: expected {{'factor', 'axis', 'interleave'}}, got {spec!r}")
+            try:
+                return cls(**spec)
+            except ScheduleError as e:
+                raise ScheduleError(f"{where}: {e}") from None
+        try:
+            return cls(spec)
+        except ScheduleError as e:
+            raise ScheduleError(f"{where}: {e}") from None
+
+    def to_data(self):
+        """A bare factor when axis and form are the defaults, else an object (JSON-ready)."""
+        if self.axis is None and self.interleave is None:
+            return self.factor
+        return {"factor": self.factor, "axis": self.axis, "interleave": self.interleave}
+
+    def describe(self):
+        s = str(self.factor)
+        if self.axis is not None:
+            s += f" over {self.axis}"
+        if self.interleave:
+            s += ", interleaved"
+        return s
+
+
 SCHEDULE_FORMAT = "polyad-schedule"
 SCHEDULE_VERSION = 1
 
@@ -131,9 +186,13 @@ class Schedule:
         if isinstance(self.inline, str) or any(not isinstance(n, str) for n in self.inline):
             raise ScheduleError(f"Schedule.inline must be a set of stage names, got {self.inline!r}")
         object.__setattr__(self, "inline", frozenset(self.inline))
+        rf = {}
         for k, v in dict(self.rfactor).items():
-            if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise ScheduleError(f"Schedule.rfactor: stage {k!r} needs an integer factor >= 2, got {v!r}")
+            if not isinstance(k, str):
+                raise ScheduleError(f"Schedule.rfactor: keys are stage names, got {k!r}")
+            spec = RFactor.of(v, f"Schedule.rfactor: stage {k!r}")
+            rf[k] = spec if spec.axis is not None or spec.interleave is not None else spec.factor
+        object.__setattr__(self, "rfactor", rf)
         object.__setattr__(self, "notes", tuple(self.notes))
 
     def for_stage(self, name):
@@ -150,7 +209,7 @@ class Schedule:
             "default": self.default.to_dict(),
             "stages": {k: self.stages[k].to_dict() for k in sorted(self.stages)},
             "inline": sorted(self.inline),
-            "rfactor": {k: self.rfactor[k] for k in sorted(self.rfactor)},
+            "rfactor": {k: RFactor.of(self.rfactor[k]).to_data() for k in sorted(self.rfactor)},
             "notes": list(self.notes),
         }
 
@@ -204,7 +263,7 @@ class Schedule:
         if self.inline:
             lines.extend(_wrap(f"inline ({len(self.inline)}): ", sorted(self.inline)))
         for n in sorted(self.rfactor):
-            lines.append(f"  rfactor {n} by {self.rfactor[n]}")
+            lines.append(f"  rfactor {n} by {RFactor.of(self.rfactor[n]).describe()}")
         if self.default != StageSchedule():
             lines.append(f"  default: {self.default.describe()}")
         for n in sorted(self.stages):
@@ -293,6 +352,6 @@ from .auto import auto_schedule, candidate_space, DeviceModel  # noqa: E402
 from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
-    "Schedule", "StageSchedule", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
+    "Schedule", "StageSchedule", "RFactor", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
     "DeviceModel", "inline", "rfactor", "validate", "show",
 ]

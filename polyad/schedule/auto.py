@@ -32,8 +32,9 @@ from ..poly.stage import statements_of
 from ..te.expr import Call, Const, Load, Reduce, Var
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.visit import free_vars, post_order
-from . import Schedule, StageSchedule
-from .graph import inlinable, rfactor, stage_ops, uniquely_named
+from . import RFactor, Schedule, StageSchedule
+from ..errors import ScheduleError
+from .graph import _reduction_form, inlinable, rfactor, stage_ops, uniquely_named
 
 __all__ = ["DeviceModel", "auto_schedule", "candidate_space", "stage_cost", "Space"]
 
@@ -585,14 +586,77 @@ def _row_factor(e, dm):
 _ROW_POINTS = 4096  # outputs up to this size reduce rows too long for a vector across outputs to pay
 
 
+def _lane_axis(op, dm):
+    """The reduction axis a small-output sum reads contiguously, when vectors along its outputs cannot pay.
+
+    A convolution's weight gradient ``dW[co, ci, kh, kw] = sum_{b, y, x} H[b, co, y, x] * X[b, ci, y + kh,
+    x + kw]``: its innermost output (kw, 3) is narrower than half a vector, and every load that uses ``x``
+    has it, with unit stride, in its last index only.  Interleaving partial sums over ``x`` gives each
+    (co, ci, kh, kw) a vector of partials whose lanes load contiguous rows (``vloadN`` of H and of the
+    shifted X row).  Returns the axis, or None.
+    """
+    if isinstance(op, PlaceholderOp) or not op.shape or op.shape[-1] * 2 > max(dm.vector_width, 1):
+        return None
+    try:
+        _, body, _ = _reduction_form(op)  # a compute, or a PolyOp's single box reduction
+    except ScheduleError:
+        return None
+    b = body[0]
+    if len(body) != 1 or b.combiner.kind() != "sum":
+        return None
+    best = None
+    for ax in b.axis:
+        seen = False
+        for n in post_order(tuple(body)):
+            if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
+                if not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
+                    seen = False
+                    break
+                seen = True
+        if seen and ax.extent >= 8 and (best is None or ax.extent > best.extent):
+            best = ax
+    return best
+
+
+def _lane_factor(e, dm):
+    """Lanes of the interleaved partials over an axis of extent ``e``: the vector width (at most the
+    device's) with the fewest vector-plus-ragged steps per row (26: 8 lanes, 3 vectors and 2 scalar steps)."""
+    V = max(dm.vector_width, 1)
+    opts = [f for f in (16, 8, 4) if f <= V and f < e]
+    return min(opts, key=lambda f: (e // f + e % f, -f)) if opts else None
+
+
+def _lane_tile(shape, dm):
+    """The partial stage's block: whole innermost output dimensions while their accumulators fit the
+    FMA slots (dW's 3x3 taps: 9 vectors) and the blocks still fill the device, then the lanes."""
+    tile, acc = [1] * (len(shape) - 1), 1
+    points = math.prod(shape[:-1])
+    for d in range(len(shape) - 2, -1, -1):
+        if acc * shape[d] > dm.fma_slots or points // (acc * shape[d]) < dm.min_parallel:
+            break
+        tile[d] = shape[d]
+        acc *= shape[d]
+    return tuple(tile) + (shape[-1],)
+
+
 def _choose_rfactor(outs, infos, dm, notes):
-    """(stage name -> factor, names of the row reductions among them)."""
+    """(stage name -> factor or RFactor, names of the row and lane reductions among them)."""
     ops, _ = stage_ops(outs)
     rf, rows = {}, set()
     for op in ops:
         e = _reduction_extent(op)
         info = infos[op.name]
         points = max(1, math.prod(op.shape))
+        lanes = dm.kind == "cpu" and points >= dm.min_parallel and info.iterations >= 64 * points
+        ax = _lane_axis(op, dm) if lanes else None
+        f = _lane_factor(ax.extent, dm) if ax is not None else None
+        if f and info.iterations >= 1 << 16:
+            rf[op.name] = RFactor(f, ax.name, True)
+            rows.add(op.name)
+            notes.append(f"rfactor {op.name} by {f} over {ax.name}, interleaved: its innermost output "
+                         f"({op.shape[-1]}) is too narrow for vectors; {f} partials per output load "
+                         f"contiguous rows along {ax.name} (extent {ax.extent}) as vectors")
+            continue
         if (dm.kind == "cpu" and e and e >= 64 and points >= dm.min_parallel
                 and points <= _ROW_POINTS and info.iterations >= 1 << 14 and _row_axis(op) is not None):
             f = _row_factor(e, dm)
@@ -661,7 +725,8 @@ def _auto_schedule(outs, dm, renamed):
     rf, rows = _choose_rfactor(outs, infos, dm, notes)
     g = outs
     for n in sorted(rf):
-        g = rfactor(g, n, rf[n])
+        spec = RFactor.of(rf[n])
+        g = rfactor(g, n, spec.factor, spec.axis, spec.interleave)
     if rf:
         infos = {op.name: (infos.get(op.name) if op.name not in rf else None) or stage_info(op) for op in stage_ops(g)[0]}
     inline = _choose_inline(g, infos, notes, dm)
@@ -675,9 +740,15 @@ def _auto_schedule(outs, dm, renamed):
             # softmax bwd: the model's smaller blocks 3.19 ms, these 3.14, no rfactor 3.36; hand TE 3.01)
             f = op.shape[-1]
             vec = max(v for v in (1, 2, 4, 8, 16) if v <= max(dm.vector_width, 1) and f % v == 0)
-            best = StageSchedule(tile=(1,) * (len(op.shape) - 1) + (f,), vectorize=vec)
+            if isinstance(rf[op.name[:-3]], RFactor):
+                # measured, conv2d_3x3 dW: 1x1x3x3x8 2.1 ms (4.0 unsplit), 2x1x3x3x8 2.4-2.7, 1x1x1x3x8 3.9
+                best = StageSchedule(tile=_lane_tile(op.shape, dm), vectorize=vec)
+                why = "a lane vector per output, the innermost outputs' accumulators in registers"
+            else:
+                best = StageSchedule(tile=(1,) * (len(op.shape) - 1) + (f,), vectorize=vec)
+                why = f"a row's {f} partials, contiguous vectors"
             stages[op.name] = best
-            notes.append(f"{op.name}: {best.describe()} (a row's {f} partials, contiguous vectors)")
+            notes.append(f"{op.name}: {best.describe()} ({why})")
             continue
         cands = stage_candidates(info, dm)
         if not info.simple and len(info.shape) >= 2:

@@ -435,10 +435,13 @@ def validate(outputs, schedule):
 
 def apply_graph_schedule(outputs, schedule):
     """(new outputs, schedule): ``schedule``'s rfactor then inline applied to the graph of ``outputs``."""
+    from . import RFactor
+
     outs = uniquely_named(outputs)
     validate(outs, schedule)
     for n in sorted(schedule.rfactor):
-        outs = rfactor(outs, n, schedule.rfactor[n])
+        spec = RFactor.of(schedule.rfactor[n])
+        outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave)
     if schedule.rfactor:
         _, by_name = stage_ops(outs)
         for n, ss in schedule.stages.items():

@@ -286,3 +286,44 @@ def test_auto_rfactors_row_reductions_into_interleaved_vector_partials():
     k = pa.reduce_axis((0, 800), name="k")
     M = pa.compute((24, 10), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="M")
     assert "M" not in auto_schedule([M]).rfactor
+
+
+def test_auto_vectorizes_a_conv_weight_gradient_along_its_contiguous_reduction_axis():
+    """dW[co, ci, kh, kw] = sum_{b, y, x} H[b, co, y, x] * X[b, ci, y + kh, x + kw]: the innermost output
+    (kw, 3) is too narrow for vectors, so auto interleaves partial sums over x (13 = 3*4 + 1: one ragged
+    lane) and each partial's lanes load H's row and X's shifted row as vectors."""
+    from polyad.schedule import RFactor
+
+    X = pa.placeholder((8, 3, 15, 15), name="X")
+    W = pa.placeholder((5, 3, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W)
+    H = pa.placeholder(Y.shape, name="H")
+    dX, dW = pa.differentiate(Y, [X, W], head=H)
+    s = auto_schedule([dX, dW])
+    spec = s.rfactor[dW.name]
+    assert spec == RFactor(4, "x", True), spec
+    part = s.stages[dW.name + "_rf"]
+    assert part.vectorize == 4 and part.tile[-1] == 4 and part.tile[-3:-1] == (3, 3)
+    assert any(f"over x, interleaved" in n for n in s.notes)
+    mod = pa.build([dX, dW], [X, W, H])
+    src = mod.source.split("__kernel void " + dW.name + "_rf(")[1].split("__kernel")[0]
+    assert src.count("vload4(0, H +") and src.count("vload4(0, X +")  # both operands as vectors, no gather
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((8, 3, 15, 15), dtype=np.float32), rng.standard_normal((5, 3, 3, 3), dtype=np.float32)
+    h = rng.standard_normal(Y.shape, dtype=np.float32)
+    got = mod(x, w, h)
+    ref = pa.evaluate([dX, dW], {X: x, W: w, H: h})
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_lane_rfactor_keeps_off_small_outputs_and_wide_rows():
+    X = pa.placeholder((3, 50000), name="X")
+    k = pa.reduce_axis((0, 50000), name="k")
+    T = pa.compute((3,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name="T")  # 3 outputs: blocked partials
+    assert isinstance(auto_schedule([T]).rfactor["T"], int)
+    A = pa.placeholder((64, 4096), name="A")
+    B = pa.placeholder((64, 4096), name="B")
+    k2 = pa.reduce_axis((0, 4096), name="k2")
+    M = pa.compute((64, 64), lambda i, j: pa.sum(A[i, k2] * B[j, k2], axis=k2), name="M")  # vectors along j pay
+    assert "M" not in auto_schedule([M]).rfactor

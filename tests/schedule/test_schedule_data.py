@@ -155,3 +155,42 @@ def test_pa_show_with_a_schedule_works_right_after_import_polyad():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "schedule 'naive'" in r.stdout
+
+
+def test_rfactor_with_axis_and_form_round_trips_and_builds():
+    """``RFactor(factor, axis, interleave)``: the axis by name; JSON keeps a bare factor for the default form."""
+    from polyad.schedule import RFactor
+
+    X, W, T, R, S = _graph()
+    s = Schedule("ax", rfactor={"T": RFactor(5, "k", True)}, stages={"T_rf": StageSchedule(tile=(1, 1, 5))})
+    data = json.loads(s.to_json())
+    assert data["rfactor"] == {"T": {"factor": 5, "axis": "k", "interleave": True}}
+    assert Schedule.from_json(s.to_json()) == s
+    assert json.loads(Schedule(rfactor={"T": RFactor(4)}).to_json())["rfactor"] == {"T": 4}
+    assert "rfactor T by 5 over k, interleaved" in s.describe()
+    g, _ = prepare([T], s)
+    # 12 = 2*5 + 2: interleaved partials T_rf[i, j, k_i], the last two lanes guarded in the statement's domain
+    assert g[0].op.input_tensors[0].shape == (6, 5, 5)
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((6, 12), dtype=np.float32), rng.standard_normal((5, 12), dtype=np.float32)
+    np.testing.assert_allclose(pa.build(T, [X, W], schedule=s)(x, w), x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ({"factor": 1}, "factor >= 2"),
+    ({"factor": 4, "axis": 3}, "axis"),
+    ({"factor": 4, "interleave": "yes"}, "interleave"),
+    ({"factor": 4, "colour": 1}, "expected"),
+    ({"axis": "k"}, "expected"),
+])
+def test_bad_rfactor_specs_name_the_stage(spec, msg):
+    with pytest.raises(pa.ScheduleError, match=f"'T'.*{msg}"):
+        Schedule(rfactor={"T": spec})
+
+
+def test_rfactor_over_an_unknown_axis_names_it():
+    from polyad.schedule import RFactor
+
+    *_, S = _graph()
+    with pytest.raises(pa.ScheduleError, match=r"stage 'T' has no reduction axis 'q'"):
+        prepare([S], Schedule(rfactor={"T": RFactor(4, "q")}))
