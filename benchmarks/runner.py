@@ -11,8 +11,10 @@ never stops the run.
 What is timed:
 * polyad backward (bwd ms, hand TE bwd ms): the backward alone, as a framework
   runs it: a Module built from the gradient graph with inputs (forward inputs,
-  H, residuals) -> gradients, where residuals = ``pa.residuals(grads, [H])``
-  (the forward values the gradient reads, JAX's partial-evaluation residuals)
+  H, residuals) -> gradients, where residuals = ``pa.residuals(grads, [H],
+  save="reductions")`` (the forward values the gradient reads, JAX's
+  partial-evaluation residuals, under JAX's dots_saveable policy: reductions are
+  saved, elementwise stages and pads are recomputed)
   are computed beforehand by a forward Module of the same schedule, outside the
   timing.  The hand-written TE graph has its own forward stages; its residuals
   are found the same way.
@@ -203,7 +205,9 @@ def graph_residuals(outputs):
     import polyad as pa
     from polyad.te.tensor import placeholders
 
-    return pa.residuals(outputs, [p for p in placeholders(outputs) if p.name == "H"])
+    # JAX's dots_saveable policy: save what reduces, recompute the elementwise and the data movement (a
+    # conv's padded input, an elementwise chain), as frameworks save a conv's input, not its padded copy
+    return pa.residuals(outputs, [p for p in placeholders(outputs) if p.name == "H"], save="reductions")
 
 
 class PolyadColumns:

@@ -86,7 +86,19 @@ def cut(outputs, tensors):
     return [tmap.get(id(t), t) for t in outs], phs
 
 
-def residuals(outputs, unknown):
+_SAVE = ("all", "reductions")
+
+
+def _reduces(op):
+    """A stage with a reduction (a compute over a Reduce, or a statement with a combiner)."""
+    from .expr import Reduce
+
+    if hasattr(op, "body"):
+        return any(isinstance(b, Reduce) for b in op.body)
+    return any(getattr(st, "combiner", None) is not None for st in getattr(op, "statements", ()))
+
+
+def residuals(outputs, unknown, save="all"):
     """The computed tensors ``outputs`` read that do not depend on ``unknown``, where a stage that does reads them.
 
     ``unknown`` are placeholders (a gradient's head ``H``).  The result is what
@@ -97,7 +109,16 @@ def residuals(outputs, unknown):
     ``unknown`` are not residuals (the backward computes them).  Ordered as the
     graph is (dependency order, then output index); stages whose reads are all
     of placeholders give none.
+
+    ``save="reductions"`` is JAX's ``dots_saveable`` rematerialisation policy:
+    only stages with a reduction (matmuls, convolutions, row statistics, a
+    window argmax) are saved; a reduction-free residual (elementwise, a pad, a
+    reshape) is recomputed from what it reads, so its own computed inputs take
+    its place.  An elementwise chain then saves nothing, and a padded
+    convolution saves its input, not the padded copy.
     """
+    if save not in _SAVE:
+        raise PolyadError(f"residuals: save must be one of {_SAVE}, got {save!r}")
     outs = as_tensor_list(outputs, "residuals outputs")
     unknown = as_tensor_list(unknown, "residuals unknown")
     for t in unknown:
@@ -114,4 +135,18 @@ def residuals(outputs, unknown):
             for t in op.input_tensors:
                 if not dep[id(t.op)] and not isinstance(t.op, PlaceholderOp):
                     picked.add(id(t))
+    if save == "reductions":
+        # walk back from the frontier: a reduction-free residual gives way to its computed inputs
+        by_id = {id(t): t for op in ops for t in op.outputs}
+        stack, picked, seen = list(picked), set(), set()
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            op = by_id[i].op
+            if _reduces(op):
+                picked.add(i)
+            else:
+                stack.extend(id(t) for t in op.input_tensors if not isinstance(t.op, PlaceholderOp))
     return [t for op in ops for t in op.outputs if id(t) in picked]

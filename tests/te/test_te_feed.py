@@ -191,3 +191,32 @@ def test_evaluate_checks_fed_computed_tensors():
         pa.evaluate(Y, {X: feed[X], W: feed[W], Y: np.zeros(Y.shape, "float32")})
     y = pa.evaluate(Y, {X: feed[X], W: feed[W], grads[0]: np.zeros(grads[0].shape, "float32")})  # unused: fine
     assert y.shape == Y.shape
+
+
+def test_residuals_save_reductions_recomputes_elementwise_and_pads():
+    """JAX's dots_saveable: a reduction-free residual gives way to the computed values it reads."""
+    X = pa.placeholder((4,), name="X")
+    H = pa.placeholder((4,), name="H")
+    A = pa.compute((4,), lambda i: X[i] * 2.0, name="A")
+    B = pa.compute((4,), lambda i: A[i] + 1.0, name="B")
+    C = pa.compute((4,), lambda i: H[i] * B[i] + A[i], name="C")
+    assert pa.residuals([C], [H], save="reductions") == []  # an elementwise chain: recomputed
+    ins, (z1, a1), grads = _mlp_grad()
+    res = pa.residuals(grads, [ins[-1]], save="reductions")
+    assert _names(res) == ["dense_matmul"] and res[0] is z1.op.input_tensors[0]  # the matmul, not relu's
+    Xc = pa.placeholder((2, 3, 6, 6), name="Xc")
+    Wc = pa.placeholder((4, 3, 3, 3), name="Wc")
+    Yc = pa.nn.relu(pa.nn.conv2d(Xc, Wc, padding=1))
+    Hc = pa.placeholder(Yc.shape, name="H")
+    grads = pa.differentiate(Yc, [Xc, Wc], Hc)
+    assert "conv2d_pad" in _names(pa.residuals(grads, [Hc]))
+    assert _names(pa.residuals(grads, [Hc], save="reductions")) == ["conv2d"]  # the pad is recomputed
+    feed = {Xc: np.random.default_rng(0).standard_normal(Xc.shape).astype(np.float32),
+            Wc: np.random.default_rng(1).standard_normal(Wc.shape).astype(np.float32),
+            Hc: np.random.default_rng(2).standard_normal(Yc.shape).astype(np.float32)}
+    res = pa.residuals(grads, [Hc], save="reductions")
+    saved = pa.evaluate(res, feed)
+    for g, r in zip(pa.evaluate(grads, {**feed, **dict(zip(res, saved))}), pa.evaluate(grads, feed)):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+    with pytest.raises(pa.PolyadError, match="save must be one of"):
+        pa.residuals(grads, [Hc], save="dots")
