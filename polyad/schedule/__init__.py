@@ -163,8 +163,11 @@ class Schedule:
     inline into their consumers, and ``rfactor``: stage name -> factor (the
     stage's largest reduction axis is split by it: a partial stage
     ``<name>_rf`` reduces blocks of ``factor`` iterations, the stage itself
-    reduces the partial results), both graph-level transformations applied to
-    the tensor graph before codegen.  ``notes``: why the auto-scheduler decided
+    reduces the partial results; a value may be an :class:`RFactor` naming the
+    axis and form) and ``pad``: names of sums clipped by an operand's bounds to
+    run over their bounding box on a zero-padded copy of it
+    (:func:`polyad.schedule.graph.pad_reads`), graph-level transformations
+    applied to the tensor graph before codegen (pad, then rfactor, then inline).  ``notes``: why the auto-scheduler decided
     what it did (shown by :meth:`describe`, not used by codegen).
     """
 
@@ -174,6 +177,7 @@ class Schedule:
     inline: frozenset = frozenset()
     rfactor: dict = field(default_factory=dict)
     notes: tuple = ()
+    pad: frozenset = frozenset()
 
     def __post_init__(self):
         if not isinstance(self.stages, dict):
@@ -186,6 +190,9 @@ class Schedule:
         if isinstance(self.inline, str) or any(not isinstance(n, str) for n in self.inline):
             raise ScheduleError(f"Schedule.inline must be a set of stage names, got {self.inline!r}")
         object.__setattr__(self, "inline", frozenset(self.inline))
+        if isinstance(self.pad, str) or any(not isinstance(n, str) for n in self.pad):
+            raise ScheduleError(f"Schedule.pad must be a set of stage names, got {self.pad!r}")
+        object.__setattr__(self, "pad", frozenset(self.pad))
         rf = {}
         for k, v in dict(self.rfactor).items():
             if not isinstance(k, str):
@@ -209,6 +216,7 @@ class Schedule:
             "default": self.default.to_dict(),
             "stages": {k: self.stages[k].to_dict() for k in sorted(self.stages)},
             "inline": sorted(self.inline),
+            "pad": sorted(self.pad),
             "rfactor": {k: RFactor.of(self.rfactor[k]).to_data() for k in sorted(self.rfactor)},
             "notes": list(self.notes),
         }
@@ -226,7 +234,7 @@ class Schedule:
         version = data.get("version")
         if version != SCHEDULE_VERSION:
             raise ScheduleError(f"schedule format version {version!r} is not supported (this polyad reads {SCHEDULE_VERSION})")
-        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes"}
+        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad"}
         extra = sorted(set(data) - known)
         if extra:
             raise ScheduleError(f"schedule: unknown fields {extra}")
@@ -236,6 +244,9 @@ class Schedule:
         inline = data.get("inline", [])
         if not isinstance(inline, list):
             raise ScheduleError("schedule: 'inline' must be a list of stage names")
+        pad = data.get("pad", [])
+        if not isinstance(pad, list):
+            raise ScheduleError("schedule: 'pad' must be a list of stage names")
         rf = data.get("rfactor", {})
         if not isinstance(rf, dict):
             raise ScheduleError("schedule: 'rfactor' must be an object of stage name -> factor")
@@ -246,6 +257,7 @@ class Schedule:
             inline=frozenset(inline),
             rfactor=dict(rf),
             notes=tuple(data.get("notes", ())),
+            pad=frozenset(pad),
         )
 
     @classmethod
@@ -262,6 +274,8 @@ class Schedule:
         lines = [f"schedule {self.name!r}"]
         if self.inline:
             lines.extend(_wrap(f"inline ({len(self.inline)}): ", sorted(self.inline)))
+        for n in sorted(self.pad):
+            lines.append(f"  pad_reads {n}")
         for n in sorted(self.rfactor):
             lines.append(f"  rfactor {n} by {RFactor.of(self.rfactor[n]).describe()}")
         if self.default != StageSchedule():

@@ -18,12 +18,12 @@ import dataclasses
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..te.expr import Const, IterVar, Load, Reduce, binary
+from ..te.expr import Call, Const, IterVar, Load, Reduce, binary
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["inline", "rfactor", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["inline", "rfactor", "pad_reads", "paddable", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -380,6 +380,136 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
 
 
 # ---------------------------------------------------------------------------------------------
+# pad_reads
+# ---------------------------------------------------------------------------------------------
+def _zero_with(e, load):
+    """True when ``e`` is zero wherever ``load`` reads zero (a product or quotient through it)."""
+    if e is load:
+        return True
+    if isinstance(e, Call) and e.op == "mul":
+        return any(_zero_with(a, load) for a in e.args)
+    if isinstance(e, Call) and e.op in ("neg", "cast"):
+        return _zero_with(e.args[0], load)
+    if isinstance(e, Call) and e.op == "div":
+        return _zero_with(e.args[0], load)
+    return False
+
+
+def paddable(op):
+    """(statement, load, bounding box bounds) when ``op`` is a sum clipped only by one operand's bounds, else None.
+
+    The statement ``T[o] = sum_{r : (o, r) in D} L[idx(o, r)] * g(o, r)`` qualifies when ``D`` is its
+    bounding box ``B`` intersected with ``idx(o, r) in bounds(L)`` (a stride-1 or dilated convolution's
+    data gradient: ``{ [n, c, h, w, f, rh, rw] : 0 <= h - rh < 26 and 0 <= w - rw < 26 and ... }``),
+    ``B`` covers every output point and the value is zero wherever ``L`` reads zero.
+    """
+    from ..poly.convert import NotAffine, ToIsl, bounds
+
+    if isinstance(op, PlaceholderOp) or isinstance(op, ComputeOp) or op.num_outputs != 1:
+        return None
+    if len(op.statements) != 1:
+        return None
+    st = op.statements[0]
+    if st.combiner is None or st.accumulate or st.combiner.kind() != "sum":
+        return None
+    dom = st.domain.reset_tuple_id()
+    bb = bounds(dom)
+    if bb[: st.n_out] != [(0, n - 1) for n in op.shape]:
+        return None
+    box = isl.Set.universe(dom.get_space())
+    for d, (lo, hi) in enumerate(bb):
+        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(lo)).upper_bound_val(isl.dim_type.set, d, isl.Val(hi))
+    if dom.is_equal(box):
+        return None  # already a box
+    conv = ToIsl(st.vars)
+    for load in {id(n): n for n in post_order(tuple(st.values)) if isinstance(n, Load)}.values():
+        if not _zero_with(st.values[0], load):
+            continue
+        try:
+            inb = conv.univ
+            for ix, n in zip(load.indices, load.tensor.shape):
+                a = conv.aff(ix)
+                inb = inb.intersect(a.ge_set(conv.const(0))).intersect(a.le_set(conv.const(n - 1)))
+        except NotAffine:
+            continue
+        if dom.is_equal(box.intersect(inb.reset_tuple_id())):
+            return st, load, bb
+    return None
+
+
+def pad_reads(outputs, stage):
+    """The graph of ``outputs`` with the clipped sum ``stage`` run over its bounding box on a zero-padded operand.
+
+    For a stage :func:`paddable` accepts::
+
+        L_pad[j] = L[j - lo]  where 0 <= j - lo < shape(L),  0 elsewhere   (a stage of its own)
+        T[o]     = sum_{r in box} L_pad[idx(o, r) + lo] * g(o, r)
+
+    ``lo`` and the padded shape cover ``idx`` over the box.  The terms outside
+    the original domain read zeros and add nothing; the reduction domain is a
+    box, which tiles and vectorises without border cases (conv2d_3x3's data
+    gradient: 3.5 -> 1.6 ms, for 16% more multiply-adds).  Infinities in
+    ``g`` where ``L`` is padded would give NaN instead of ignoring the term:
+    the transformation assumes finite values, as an im2col convolution does.
+    """
+    from ..poly.convert import ToIsl
+    from ..poly.stage import PolyOp, Statement, box_set, dim_names
+
+    outs = as_tensor_list(outputs, "pad_reads outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"pad_reads: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    found = paddable(op)
+    if found is None:
+        raise ScheduleError(
+            f"pad_reads: stage {stage!r} is not a sum whose domain is its bounding box clipped by one "
+            "operand's bounds (the operand the value is a product of)"
+        )
+    st, load, bb = found
+    T = load.tensor
+    conv = ToIsl(st.vars)
+    box = box_set("", tuple(IterVar(v.name, "int32", lo=lo, extent=hi - lo + 1) for v, (lo, hi) in zip(st.vars, bb)))
+    lo, shape = [], []
+    for ix, n in zip(load.indices, T.shape):
+        a = conv.aff(ix).intersect_domain(box.reset_tuple_id())
+        mn, mx = int(str(a.min_val())), int(str(a.max_val()))
+        lo.append(max(0, -mn))
+        shape.append(lo[-1] + max(n, mx + 1))
+    taken = {o.name for o in walk_ops(outs)}
+    # the padded copy: the copy region and the zero fill, two statements (never inlined back)
+    pvars = tuple(IterVar(f"j{d}", "int32", lo=0, extent=e, kind="data") for d, e in enumerate(shape))
+    names = dim_names(pvars)
+    full = box_set("S0", pvars)
+    region = isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(
+        f"{l} <= {nm} < {l + n}" for nm, l, n in zip(names, lo, T.shape)) + " }", context=full.get_ctx())
+    copy = Statement("S0", pvars, len(pvars), full.intersect(region),
+                     (Load(T, tuple(v - l if l else v for v, l in zip(pvars, lo))),))
+    zeros = Statement("S1", pvars, len(pvars), full.subtract(region).set_tuple_name("S1").coalesce(),
+                      (Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype),))
+    padded = PolyOp(_fresh_name(f"{T.name}_pad", taken), tuple(shape), (T.dtype,),
+                    tuple(x for x in (copy, zeros) if not x.domain.is_empty()), {"pad_of": stage})
+    # the stage over the box
+    axis = tuple(IterVar(v.name, "int32", lo=0, extent=n, kind="data") for v, n in zip(st.out_vars, op.shape))
+    red = tuple(IterVar(v.name, "int32", lo=a, extent=b - a + 1, kind="reduce") for v, (a, b) in zip(st.red_vars, bb[st.n_out:]))
+    m = dict(zip(st.vars, axis + red))
+    moved = Load(padded.output(0), tuple(substitute(ix, m) + l if l else substitute(ix, m) for ix, l in zip(load.indices, lo)))
+
+    def swap(node, rebuilt):
+        return moved if node is load else None
+
+    value = substitute(transform((st.values[0],), swap)[0], m)
+    new = ComputeOp(stage, axis, (Reduce(st.combiner, (value,), red, Const(True, "bool"), 0),), "padded", {})
+    rw = _Rewriter()
+    for o in walk_ops(outs):
+        if o is op:
+            rw.map_outputs(op, new)
+        else:
+            rw.rebuild(o)
+    return rw.result(outs)
+
+
+# ---------------------------------------------------------------------------------------------
 # checking and applying a Schedule
 # ---------------------------------------------------------------------------------------------
 def _check_stage_schedule(name, op, ss):
@@ -406,12 +536,22 @@ def validate(outputs, schedule):
     ops, by_name = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
     listing = ", ".join(sorted(by_name))
+    for n in sorted(schedule.pad):
+        op = by_name.get(n)
+        if op is None:
+            raise ScheduleError(f"pad: there is no stage {n!r} (stages: {listing})")
     for n in sorted(schedule.rfactor):
         op = by_name.get(n)
         if op is None:
             raise ScheduleError(f"rfactor: there is no stage {n!r} (stages: {listing})")
-        _reduction_form(op)
+        if n not in schedule.pad:  # a padded stage becomes a box reduction
+            _reduction_form(op)
     created = {f"{n}_rf" for n in schedule.rfactor}
+    if schedule.pad:  # the padded copies get fresh names: apply to learn them (and check each stage)
+        g = outs
+        for n in sorted(schedule.pad):
+            g = pad_reads(g, n)
+        created |= {o.name for o in walk_ops(g) if not isinstance(o, PlaceholderOp)} - set(by_name)
     for n in sorted(schedule.inline):
         op = by_name.get(n)
         if op is None:
@@ -439,10 +579,12 @@ def apply_graph_schedule(outputs, schedule):
 
     outs = uniquely_named(outputs)
     validate(outs, schedule)
+    for n in sorted(schedule.pad):
+        outs = pad_reads(outs, n)
     for n in sorted(schedule.rfactor):
         spec = RFactor.of(schedule.rfactor[n])
         outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave)
-    if schedule.rfactor:
+    if schedule.rfactor or schedule.pad:
         _, by_name = stage_ops(outs)
         for n, ss in schedule.stages.items():
             if n in by_name:

@@ -196,3 +196,60 @@ def test_rfactor_errors_name_the_stage():
         rfactor([E], "T", 10)
     with pytest.raises(pa.ScheduleError, match="stage 'T'.*no reduction axis 'q'"):
         rfactor([E], "T", 2, axis="q")
+
+
+# ------------------------------------------------------------------------------------ pad_reads
+
+def _conv_dx(size=14, stride=1, dilation=1, padding=0):
+    X = pa.placeholder((2, 3, size, size), name="X")
+    W = pa.placeholder((4, 3, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=stride, padding=padding, dilation=dilation)
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    feeds = {W: RNG.standard_normal(W.shape).astype(np.float32), H: RNG.standard_normal(H.shape).astype(np.float32)}
+    return dX, H, W, feeds
+
+
+def test_pad_reads_turns_a_clipped_conv_data_gradient_into_a_box_sum_on_a_padded_head():
+    """dX = sum over { [n, c, h, w, f, rh, rw] : 0 <= h - rh < 12 and 0 <= w - rw < 12 } (the box clipped by
+    H's bounds) becomes a box sum reading H_pad[n, f, h - rh + 2, w - rw + 2] (H zero-padded by 2)."""
+    from polyad.schedule.graph import pad_reads, paddable, uniquely_named
+
+    dX, H, W, feeds = _conv_dx()
+    (g,) = pad_reads(uniquely_named([dX]), dX.name)
+    assert isinstance(g.op, ComputeOp) and g.op.tag == "padded" and g.shape == dX.shape
+    red = g.op.body[0]
+    assert red.condition.value is True and [a.extent for a in red.axis] == [4, 3, 3]  # a box, no guard
+    (hp,) = [t for t in g.op.input_tensors if t.name == "H_pad"]
+    assert hp.shape == (2, 4, 16, 16) and len(hp.op.statements) == 2  # the copy and the zero border
+    assert paddable(hp.op) is None and paddable(g.op) is None
+    _same([g], [dX], feeds)
+
+
+def test_pad_reads_keeps_dilated_gradients_and_refuses_strided_ones():
+    from polyad.schedule.graph import pad_reads, paddable, uniquely_named
+
+    dX, H, W, feeds = _conv_dx(size=12, dilation=2, padding=1)
+    outs = uniquely_named([dX])
+    padded = [op.name for op in walk_ops(outs) if not isinstance(op, PlaceholderOp) and paddable(op)]
+    assert padded  # the padded input's gradient: clipped by H's bounds only
+    _same(pad_reads(outs, padded[0]), [dX], feeds)
+    dS, *_ = _conv_dx(size=13, stride=3)
+    outs = uniquely_named([dS])
+    assert not [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp) and paddable(op)]  # divisibility
+    with pytest.raises(pa.ScheduleError, match=f"pad_reads: stage '{dS.name}' is not a sum"):
+        pad_reads(outs, dS.name)
+
+
+def test_auto_pads_a_conv_data_gradient_and_the_build_matches_evaluate():
+    from polyad.schedule import Schedule, StageSchedule, auto_schedule
+
+    dX, H, W, feeds = _conv_dx(size=16)
+    s = auto_schedule([dX])
+    assert s.pad == {dX.name} and any("pad_reads" in n for n in s.notes)
+    assert s.stages[dX.name] == StageSchedule(tile=(1, 1, 2, 16), vectorize=16)  # two whole rows as vectors
+    assert Schedule.from_json(s.to_json()) == s and "pad_reads " + dX.name in s.describe()
+    got = pa.build(dX, [W, H])(feeds[W], feeds[H])
+    np.testing.assert_allclose(got, pa.evaluate(dX, feeds), rtol=1e-4, atol=1e-4)
+    with pytest.raises(pa.ScheduleError, match="pad: there is no stage 'nope'"):
+        pa.build(dX, [W, H], schedule=Schedule(pad={"nope"}))
