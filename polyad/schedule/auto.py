@@ -474,7 +474,8 @@ def candidate_space(outputs, device=None, schedule=None):
         schedule = auto_schedule(outs, device=dm, renamed=True)
     from .graph import apply_graph_schedule
 
-    g, _ = apply_graph_schedule(outs, Schedule("graph", inline=schedule.inline, rfactor=schedule.rfactor))
+    g, _ = apply_graph_schedule(outs, Schedule("graph", inline=schedule.inline, rfactor=schedule.rfactor,
+                                               pad=schedule.pad))
     stages = {op.name: stage_candidates(stage_info(op), dm, _padded(op)) for op in stage_ops(g)[0]}
     return Space(inl, rf, stages)
 

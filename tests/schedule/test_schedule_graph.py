@@ -253,3 +253,12 @@ def test_auto_pads_a_conv_data_gradient_and_the_build_matches_evaluate():
     np.testing.assert_allclose(got, pa.evaluate(dX, feeds), rtol=1e-4, atol=1e-4)
     with pytest.raises(pa.ScheduleError, match="pad: there is no stage 'nope'"):
         pa.build(dX, [W, H], schedule=Schedule(pad={"nope"}))
+
+
+def test_candidate_space_of_a_padded_gradient_holds_the_auto_choice():
+    from polyad.schedule import auto_schedule, candidate_space
+
+    dX, *_ = _conv_dx(size=16)
+    s = auto_schedule([dX])
+    space = candidate_space([dX], schedule=s)
+    assert s.stages[dX.name] in space.stages[dX.name] and "H_pad" in space.stages
