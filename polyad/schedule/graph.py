@@ -20,7 +20,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..te.expr import Call, Const, IterVar, Load, Reduce, binary
 from ..te.printer import unique_names
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
+from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.visit import post_order, substitute, transform
 
 __all__ = ["inline", "rfactor", "pad_reads", "paddable", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
@@ -131,6 +131,18 @@ def inlinable(op):
     return None
 
 
+def _check_inline(name, by_name, out_ops):
+    """ScheduleError naming the stage unless stage ``name`` can be inlined."""
+    op = by_name.get(name)
+    if op is None:
+        raise ScheduleError(f"inline: there is no stage {name!r} (stages: {', '.join(sorted(by_name))})")
+    if id(op) in out_ops:
+        raise ScheduleError(f"inline: stage {name!r} is an output of the build; outputs need their buffer")
+    why = inlinable(op)
+    if why:
+        raise ScheduleError(f"inline: stage {name!r} cannot be inlined: {why}")
+
+
 def _inline_body(op):
     """(vars, body) of an inlinable stage: reading ``T[idx]`` means ``body[vars := idx]``."""
     if isinstance(op, ComputeOp):
@@ -154,14 +166,7 @@ def inline(outputs, names):
     ops, by_name = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
     for n in sorted(names):
-        op = by_name.get(n)
-        if op is None:
-            raise ScheduleError(f"inline: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
-        if id(op) in out_ops:
-            raise ScheduleError(f"inline: stage {n!r} is an output of the build; outputs need their buffer")
-        why = inlinable(op)
-        if why:
-            raise ScheduleError(f"inline: stage {n!r} cannot be inlined: {why}")
+        _check_inline(n, by_name, out_ops)
     rw = _Rewriter()
     canon = {}
     for orig in walk_ops(outs):
@@ -532,35 +537,32 @@ def validate(outputs, schedule):
 
     ``outputs`` are expected to be uniquely named (see :func:`uniquely_named`).
     """
-    outs = as_tensor_list(outputs, "schedule outputs")
-    ops, by_name = stage_ops(outs)
+    _validated(as_tensor_list(outputs, "schedule outputs"), schedule)
+
+
+def _validated(outs, schedule):
+    """The graph with ``schedule``'s pads applied, every other decision checked against it.
+
+    The pads come first: they name the padded copies (``H_pad``, fresh if taken) that stage
+    schedules may mention, and turn the padded stages into box reductions.
+    """
+    _, by_name = stage_ops(outs)
+    for n in sorted(schedule.pad):
+        if n not in by_name:
+            raise ScheduleError(f"pad: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
+        outs = pad_reads(outs, n)
+    if schedule.pad:
+        _, by_name = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
     listing = ", ".join(sorted(by_name))
-    for n in sorted(schedule.pad):
-        op = by_name.get(n)
-        if op is None:
-            raise ScheduleError(f"pad: there is no stage {n!r} (stages: {listing})")
     for n in sorted(schedule.rfactor):
         op = by_name.get(n)
         if op is None:
             raise ScheduleError(f"rfactor: there is no stage {n!r} (stages: {listing})")
-        if n not in schedule.pad:  # a padded stage becomes a box reduction
-            _reduction_form(op)
+        _reduction_form(op)
     created = {f"{n}_rf" for n in schedule.rfactor}
-    if schedule.pad:  # the padded copies get fresh names: apply to learn them (and check each stage)
-        g = outs
-        for n in sorted(schedule.pad):
-            g = pad_reads(g, n)
-        created |= {o.name for o in walk_ops(g) if not isinstance(o, PlaceholderOp)} - set(by_name)
     for n in sorted(schedule.inline):
-        op = by_name.get(n)
-        if op is None:
-            raise ScheduleError(f"inline: there is no stage {n!r} (stages: {listing})")
-        if id(op) in out_ops:
-            raise ScheduleError(f"inline: stage {n!r} is an output of the build; outputs need their buffer")
-        why = inlinable(op)
-        if why:
-            raise ScheduleError(f"inline: stage {n!r} cannot be inlined: {why}")
+        _check_inline(n, by_name, out_ops)
     for n in sorted(schedule.stages):
         if n in schedule.inline:
             raise ScheduleError(f"stage {n!r} is inlined: it has no loops of its own to schedule")
@@ -571,20 +573,18 @@ def validate(outputs, schedule):
     for n, op in by_name.items():
         if n not in schedule.stages and n not in schedule.inline:
             _check_stage_schedule(n, op, schedule.default)
+    return outs
 
 
 def apply_graph_schedule(outputs, schedule):
-    """(new outputs, schedule): ``schedule``'s rfactor then inline applied to the graph of ``outputs``."""
+    """(new outputs, schedule): ``schedule``'s pad, rfactor then inline applied to the graph of ``outputs``."""
     from . import RFactor
 
-    outs = uniquely_named(outputs)
-    validate(outs, schedule)
-    for n in sorted(schedule.pad):
-        outs = pad_reads(outs, n)
+    outs = _validated(uniquely_named(outputs), schedule)  # the pads applied
     for n in sorted(schedule.rfactor):
         spec = RFactor.of(schedule.rfactor[n])
         outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave)
-    if schedule.rfactor or schedule.pad:
+    if schedule.rfactor:
         _, by_name = stage_ops(outs)
         for n, ss in schedule.stages.items():
             if n in by_name:
