@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..poly.stage import ISL_WORDS, dim_names, statements_of
+from ..poly.stage import dim_names, safe_name, statements_of
 
 KERNEL_MARK = "kernel "
 GRID_MARK = "grid"
@@ -55,17 +55,7 @@ _RESERVED = frozenset(
 def c_identifier(name, used, reserved=_RESERVED):
     """A C identifier derived from ``name``, not in ``used`` nor reserved; added to ``used``."""
     # ASCII only (OpenCL C), and never an isl keyword: the names also appear in isl strings
-    base = "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in name) or "v"
-    if base[0].isdigit():
-        base = "v" + base
-    if base in reserved or base.lower() in ISL_WORDS or _looks_generated(base) or base.startswith("pa_"):
-        base += "_"
-    nm, k = base, 0
-    while nm in used:
-        k += 1
-        nm = f"{base}_{k}"
-    used.add(nm)
-    return nm
+    return safe_name(name, used, lambda b: b in reserved or _looks_generated(b) or b.startswith("pa_"))
 
 
 def _looks_generated(name):

@@ -73,22 +73,26 @@ ISL_WORDS = frozenset((
 ))
 
 
+def safe_name(name, used, taboo=None):
+    """An identifier from ``name``: ASCII, not an isl keyword (nor ``taboo(base)``: a ``_`` is appended),
+    not in ``used`` (``_1``, ``_2`` ... appended); added to ``used``."""
+    base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name) or "v"
+    if base[0].isdigit():
+        base = "v" + base
+    if base.lower() in ISL_WORDS or (taboo is not None and taboo(base)):
+        base += "_"
+    nm, k = base, 0
+    while nm in used:
+        k += 1
+        nm = f"{base}_{k}"
+    used.add(nm)
+    return nm
+
+
 def dim_names(vars_):
     """isl-safe (ASCII, no isl keyword), unique names for a statement's variables, in order."""
-    names, used = [], set()
-    for v in vars_:
-        base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in v.name) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-        if base.lower() in ISL_WORDS:
-            base += "_"
-        nm, k = base, 0
-        while nm in used:
-            k += 1
-            nm = f"{base}_{k}"
-        used.add(nm)
-        names.append(nm)
-    return names
+    used = set()
+    return [safe_name(v.name, used) for v in vars_]
 
 
 def box_set(name, vars_):
