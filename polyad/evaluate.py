@@ -22,7 +22,7 @@ import numpy as np
 from .errors import EvaluationError, OutOfBoundsError, PolyadError
 from .te import dtype as dt
 from .te.expr import Call, Const, Load, Reduce, Var
-from .te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
+from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_list, walk_ops
 
 #: Elements of the largest array one block of a stage may broadcast to.
 BLOCK_ELEMENTS = 1 << 23
@@ -179,19 +179,7 @@ def _check_feed(placeholder_tensors, by_id):
     for t in placeholder_tensors:
         if id(t) not in by_id:
             raise EvaluationError(f"no value fed for input tensor {t.name!r} {t.dtype}{list(t.shape)}")
-        a = by_id[id(t)]
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
-            if a.dtype.kind == "f" and dt.is_float(t.dtype) or a.dtype.kind in "iu" and dt.is_int(t.dtype):
-                a = a.astype(t.dtype)  # Python lists and scalars take the tensor's dtype
-        if a.shape != t.shape:
-            raise EvaluationError(f"input tensor {t.name!r} has shape {t.shape}, but the fed array has shape {a.shape}")
-        if a.dtype.name != t.dtype:
-            raise EvaluationError(
-                f"input tensor {t.name!r} has dtype {t.dtype}, but the fed array has dtype {a.dtype.name} "
-                f"(convert it with .astype({t.dtype!r}))"
-            )
-        vals[id(t)] = a
+        vals[id(t)] = array_for(t, by_id[id(t)], "the fed array", EvaluationError, EvaluationError)
     return vals
 
 

@@ -5,6 +5,7 @@ import time
 import numpy as np
 
 from ..errors import ArityError, DeviceError, DtypeError, PolyadError, ShapeError
+from ..te.tensor import array_for
 from .cache import get_program
 from .device import device_state, supports_fp64
 
@@ -77,18 +78,7 @@ class Module:
             )
         out = []
         for t, a in zip(ins, arrays):
-            if not isinstance(a, np.ndarray):
-                a = np.asarray(a)
-                if a.dtype.kind == "f" and t.dtype.startswith("float") or a.dtype.kind in "iu" and t.dtype.startswith("int"):
-                    a = a.astype(t.dtype)
-            if a.shape != t.shape:
-                raise ShapeError(f"input tensor {t.name!r} has shape {t.shape}, but the array has shape {a.shape}")
-            if a.dtype.name != t.dtype:
-                raise DtypeError(
-                    f"input tensor {t.name!r} has dtype {t.dtype}, but the array has dtype {a.dtype.name} "
-                    f"(convert it with .astype({t.dtype!r}))"
-                )
-            out.append(np.ascontiguousarray(a))
+            out.append(np.ascontiguousarray(array_for(t, a, "the array", ShapeError, DtypeError)))
         return out
 
     def to_device(self, *arrays):

@@ -360,6 +360,24 @@ def placeholders(outputs, given=()):
     return [op.output(0) for op in walk_ops(outputs, given) if isinstance(op, PlaceholderOp)]
 
 
+def array_for(t, a, what, shape_error, dtype_error):
+    """``a`` as the array of tensor ``t``: lists and scalars take ``t``'s dtype; ``shape_error`` or
+    ``dtype_error`` (an exception class) naming the tensor when the shape or dtype differs.  ``what``
+    names the array in the message ("the fed array")."""
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+        if a.dtype.kind == "f" and dt.is_float(t.dtype) or a.dtype.kind in "iu" and dt.is_int(t.dtype):
+            a = a.astype(t.dtype)
+    if a.shape != t.shape:
+        raise shape_error(f"input tensor {t.name!r} has shape {t.shape}, but {what} has shape {a.shape}")
+    if a.dtype.name != t.dtype:
+        raise dtype_error(
+            f"input tensor {t.name!r} has dtype {t.dtype}, but {what} has dtype {a.dtype.name} "
+            f"(convert it with .astype({t.dtype!r}))"
+        )
+    return a
+
+
 def as_tensor_list(tensors, what="outputs"):
     if isinstance(tensors, Tensor):
         return [tensors]
