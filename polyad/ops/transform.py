@@ -231,13 +231,19 @@ def layout_transform(x, src_layout, dst_layout, name="layout_transform"):
 # joining and slicing
 # ---------------------------------------------------------------------------
 
-def concatenate(tensors, axis=0, name="concatenate"):
-    """numpy ``concatenate`` along ``axis``: the other axes must match."""
+def _tensor_list(tensors, name):
+    """One tensor or a non-empty list of them, each checked."""
     tensors = list(tensors) if not isinstance(tensors, Tensor) else [tensors]
     if not tensors:
         raise ShapeError(f"{name}: needs at least one tensor")
     for t in tensors:
         check_tensor(t, name)
+    return tensors
+
+
+def concatenate(tensors, axis=0, name="concatenate"):
+    """numpy ``concatenate`` along ``axis``: the other axes must match."""
+    tensors = _tensor_list(tensors, name)
     t0 = tensors[0]
     if t0.ndim == 0:
         raise ShapeError(f"{name}: tensor {t0.name!r} is a scalar; zero-dimensional tensors cannot be concatenated")
@@ -273,11 +279,7 @@ def concatenate(tensors, axis=0, name="concatenate"):
 
 def stack(tensors, axis=0, name="stack"):
     """numpy ``stack``: join equal-shaped tensors along a new axis."""
-    tensors = list(tensors) if not isinstance(tensors, Tensor) else [tensors]
-    if not tensors:
-        raise ShapeError(f"{name}: needs at least one tensor")
-    for t in tensors:
-        check_tensor(t, name)
+    tensors = _tensor_list(tensors, name)
     t0 = tensors[0]
     axis = normalize_axis(axis, t0.ndim + 1, f"{name} of tensor {t0.name!r}")
     for t in tensors[1:]:
