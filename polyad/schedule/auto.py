@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
-from ..te.expr import Call, Const, Load, Reduce, Var
-from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
-from ..te.visit import free_vars, post_order
+from ..te.expr import Call, Const, Load, Reduce
+from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
+from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from ..errors import ScheduleError
 from .graph import _reduction_form, inlinable, pad_reads, paddable, rfactor, stage_ops, uniquely_named
