@@ -21,6 +21,7 @@ from ..errors import ScheduleError
 from ..te.expr import Call, Const, IterVar, Load, Reduce, binary
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
+from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
 __all__ = ["inline", "rfactor", "pad_reads", "paddable", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
@@ -34,42 +35,27 @@ class _Rewriter:
         self.inl = {}  # id(old tensor) -> (vars, body over vars), already rewritten
         self.alive = []  # old tensors, so that ids stay unique while the maps live
 
-    def exprs(self, roots):
-        def fn(node, rebuilt):
-            if isinstance(node, Load):
-                t = node.tensor
-                if id(t) in self.inl:
-                    vars_, body = self.inl[id(t)]
-                    if all(a is b for a, b in zip(vars_, rebuilt.indices)):
-                        return body  # read at its own variables (see _adopt_axes)
-                    return substitute(body, dict(zip(vars_, rebuilt.indices)))
-                nt = self.tmap.get(id(t))
-                if nt is not None:
-                    return Load(nt, rebuilt.indices)
-            return None
+    def _fn(self, node, rebuilt):
+        if isinstance(node, Load):
+            t = node.tensor
+            if id(t) in self.inl:
+                vars_, body = self.inl[id(t)]
+                if all(a is b for a, b in zip(vars_, rebuilt.indices)):
+                    return body  # read at its own variables (see _adopt_axes)
+                return substitute(body, dict(zip(vars_, rebuilt.indices)))
+            nt = self.tmap.get(id(t))
+            if nt is not None:
+                return Load(nt, rebuilt.indices)
+        return None
 
-        return transform(tuple(roots), fn)
+    def exprs(self, roots):
+        return transform(tuple(roots), self._fn)
 
     def rebuild(self, op, name=None):
         """``op`` reading the new tensors (the same object when nothing changed)."""
-        name = op.name if name is None else name
         if isinstance(op, PlaceholderOp):
             return op
-        if isinstance(op, ComputeOp):
-            body = self.exprs(op.body)
-            if name == op.name and all(a is b for a, b in zip(body, op.body)):
-                return op
-            new = ComputeOp(name, op.axis, body, op.tag, op.attrs)
-        else:
-            stmts = []
-            changed = name != op.name
-            for st in op.statements:
-                vals = self.exprs(st.values)
-                changed |= any(a is not b for a, b in zip(vals, st.values))
-                stmts.append(dataclasses.replace(st, values=vals))
-            if not changed:
-                return op
-            new = dataclasses.replace(op, name=name, statements=tuple(stmts))
+        new = map_values(op, self._fn, name)
         self.map_outputs(op, new)
         return new
 

@@ -17,15 +17,34 @@ from .expr import Load
 from .tensor import PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from .visit import transform
 
-__all__ = ["cut", "rebuild", "residuals"]
+__all__ = ["cut", "map_values", "rebuild", "residuals"]
 
 
-def rebuild(op, tmap):
-    """``op`` with its reads of ``tmap``'s tensors (id(old) -> new tensor) redirected: a new op.
+def map_values(op, fn, name=None):
+    """``op`` with ``visit.transform(values, fn)`` applied to its values, renamed to ``name``: the same op
+    when nothing changes.
 
     Works on any stage form: a ComputeOp (``body``) or an op defined by
     ``statements`` whose ``values`` read tensors (``poly.stage.PolyOp``).
     """
+    name = op.name if name is None else name
+    if hasattr(op, "body"):
+        body = transform(tuple(op.body), fn)
+        if name == op.name and all(a is b for a, b in zip(body, op.body)):
+            return op
+        return dataclasses.replace(op, name=name, body=tuple(body))
+    if hasattr(op, "statements"):
+        stmts, changed = [], name != op.name
+        for st in op.statements:
+            vals = transform(tuple(st.values), fn)
+            changed |= any(a is not b for a, b in zip(vals, st.values))
+            stmts.append(dataclasses.replace(st, values=tuple(vals)))
+        return dataclasses.replace(op, name=name, statements=tuple(stmts)) if changed else op
+    raise PolyadError(f"stage {op.name!r}: cannot rebuild a {type(op).__name__}")
+
+
+def rebuild(op, tmap):
+    """``op`` with its reads of ``tmap``'s tensors (id(old) -> new tensor) redirected."""
 
     def fn(node, rebuilt):
         if isinstance(node, Load):
@@ -34,12 +53,7 @@ def rebuild(op, tmap):
                 return Load(nt, rebuilt.indices)
         return None
 
-    if hasattr(op, "body"):
-        return dataclasses.replace(op, body=transform(tuple(op.body), fn))
-    if hasattr(op, "statements"):
-        stmts = tuple(dataclasses.replace(st, values=transform(tuple(st.values), fn)) for st in op.statements)
-        return dataclasses.replace(op, statements=stmts)
-    raise PolyadError(f"stage {op.name!r}: cannot rebuild a {type(op).__name__}")
+    return map_values(op, fn)
 
 
 def cut(outputs, tensors):
