@@ -4,7 +4,7 @@ import functools
 
 from ..errors import DtypeError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.tensor import ComputeOp, Tensor
+from ..te.tensor import ComputeOp, Tensor, as_tensor_list, placeholders
 from .blocks import _safe, add_tensors, check_head, diff_building_block, identity_head, zeros
 
 
@@ -136,19 +136,9 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
         )
     override = _check_override(override)
     if inputs is None:
-        from ..te.tensor import placeholders
-
         inputs = placeholders(output)
-    elif isinstance(inputs, Tensor):
-        inputs = [inputs]
     else:
-        try:
-            inputs = list(inputs)
-        except TypeError:
-            raise PolyadError(f"differentiate: inputs must be a list of tensors, got {inputs!r}") from None
-    for x in inputs:
-        if not isinstance(x, Tensor):
-            raise PolyadError(f"differentiate: input {x!r} is not a tensor (output {output.name!r} {output.shape})")
+        inputs = as_tensor_list(inputs, f"differentiate inputs (output {output.name!r} {output.shape})")
     if head is None:
         head = identity_head(output)
     prefix = check_head(output, head)
