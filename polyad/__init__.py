@@ -24,6 +24,6 @@ from .autodiff import differentiate, jacobian
 from .poly import estimate
 from . import schedule  # also installs pa.show(tensors, schedule=...)
 from .schedule import Schedule, StageSchedule
-from .runtime import build
+from .pipeline import build
 
 __version__ = "0.1.0"

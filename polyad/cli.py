@@ -1,4 +1,4 @@
-"""The ``polyad`` command: demo, devices (later: show, bench, tune)."""
+"""The ``polyad`` command: demo, devices [--calibrate], doctor, show, bench."""
 
 import argparse
 import sys
@@ -12,15 +12,47 @@ def _demo(args):
 
 def _devices(args):
     from .errors import DeviceError
-    from .runtime import list_devices
+    from .pipeline import list_devices
 
     try:
+        if args.calibrate:
+            return _calibrate(args.refresh)
         lines = list_devices()
     except DeviceError as e:
         print(e)
         return 1
     print("\n".join(lines))
     print("(* the default; pick another with $POLYAD_DEVICE or device=, by a substring of 'platform | device')")
+    return 0
+
+
+def _calibrate(refresh):
+    """Every device's probe and calibration: the figures, where they are cached, measured now or cached."""
+    from .pipeline import calibration, capabilities, select_device
+    from .pipeline.probe import _cal_path, _probe_key
+    from .runtime import records
+    from .runtime.device import all_devices, describe, device_key
+    from .schedule.model import DeviceModel
+
+    try:
+        default = select_device()
+    except Exception:  # noqa: BLE001 - listing still helps when nothing is usable
+        default = None
+    for p, d in all_devices():
+        key = device_key(d)
+        caps = capabilities(d, refresh=refresh)
+        print(("* " if d == default else "  ") + describe(p, d))
+        print("    probe: " + caps.describe().replace("\n", "\n    "))
+        print(f"    probe record: {records.record_path('devices', 'probe-' + _probe_key(key))}")
+        if not caps.usable:
+            continue
+        cal, how = calibration(d, refresh=refresh)
+        if "failed" in cal:
+            print(f"    calibration FAILED ({how}): {cal['failed']}")
+            continue
+        model = DeviceModel.from_calibration(cal, caps.widths, source=how)
+        print(f"    calibration ({how}, {cal.get('seconds', 0):.1f} s to measure): {_cal_path(key)}")
+        print("    " + model.describe().replace("\n", "\n    "))
     return 0
 
 
@@ -51,8 +83,8 @@ def _load_target(target):
 def _show(args):
     """The simplified gradient of FILE.py:FUNC's output, its cost, and its OpenCL C (or an example matmul's)."""
     import polyad as pa
-    from .codegen import generate
     from .errors import PolyadError
+    from .pipeline import generate, resolve_schedule
     from .te.tensor import placeholders
 
     if args.target is None:
@@ -74,12 +106,11 @@ def _show(args):
         print()
         print(pa.estimate(outs))
         print()
+    sched = resolve_schedule(outs, args.schedule)  # "auto": the default device's calibrated model
     if args.schedule == "auto":  # the auto-scheduler's decisions and why
-        from .schedule import auto_schedule
-
-        print(auto_schedule(outs).describe())
+        print(sched.describe())
         print()
-    prog = generate(outs, ins, args.schedule)
+    prog = generate(outs, ins, sched)
     if args.tree:
         print(prog.tree.schedule.get_root().to_str())
     print(prog.source)
@@ -128,7 +159,10 @@ def main(argv=None):
     p = sub.add_parser("doctor", help="check that an OpenCL device compiles kernels (--fix installs PoCL)")
     p.add_argument("--fix", action="store_true", help="install Debian's PoCL if no device compiles")
     p.set_defaults(fn=lambda a: __import__("polyad.runtime.doctor", fromlist=["main"]).main(["--fix"] if a.fix else []))
-    p = sub.add_parser("devices", help="list the OpenCL devices polyad can use")
+    p = sub.add_parser("devices", help="list the OpenCL devices polyad can use, with its probe's result")
+    p.add_argument("--calibrate", action="store_true",
+                   help="also print each device's measured model (measured once, then cached) and where it is cached")
+    p.add_argument("--refresh", action="store_true", help="probe and calibrate again instead of reading the cache")
     p.set_defaults(fn=_devices)
     p = sub.add_parser("show", help="print the simplified gradient of FILE.py:FUNC and its OpenCL C")
     p.add_argument("target", nargs="?", help="FILE.py:FUNC returning (output, [inputs]); default: an example matmul")

@@ -2,16 +2,19 @@
 
 ``generate(outputs, inputs, schedule)`` gives a :class:`Program`: the OpenCL
 source of all kernels of a build (one program, compiled once) and how to launch
-them.  The pipeline is :func:`tree.build_tree` (the isl schedule tree),
-:func:`lower.lower` (one isl AST per kernel, grid dims bound to the NDRange)
-and :mod:`opencl` (the C text).
+them.  It takes the graph as :func:`polyad.schedule.prepare` leaves it (the
+schedule's graph-level decisions applied) and reads the schedule's loop-level
+decisions; resolving a schedule and the order of the passes belong to the
+build driver (:mod:`polyad.pipeline`).  Here: :func:`tree.build_tree` (the isl
+schedule tree), :func:`lower.lower` (one isl AST per kernel, grid dims bound
+to the NDRange) and :mod:`opencl` (the C text).
 """
 
 from dataclasses import dataclass
 
 from ..errors import PolyadError
 from ..poly.stage import statements_of
-from ..schedule import prepare
+from ..schedule import Schedule, naive
 from ..te.graph import cut
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from .lower import lower
@@ -60,11 +63,19 @@ def _check_io(outputs, inputs):
     return outs, ins
 
 
-def generate(outputs, inputs, schedule="naive"):
-    """The :class:`Program` computing ``outputs`` from ``inputs`` under ``schedule``."""
+def generate(outputs, inputs, schedule=None, wide=None):
+    """The :class:`Program` computing the prepared graph of ``outputs`` from ``inputs`` under ``schedule``.
+
+    ``schedule``: a :class:`~polyad.schedule.Schedule` whose graph-level decisions
+    are already applied to the graph (None: naive).  ``wide``: True forces 64-bit
+    index arithmetic (the capability probe tests it on small buffers); None
+    decides from the sizes.
+    """
     outs, ins = _check_io(outputs, inputs)
-    # the schedule's graph-level transformations (rfactor, inline) rewrite the graph first
-    outs, sched = prepare(outs, schedule)
+    sched = naive() if schedule is None else schedule
+    if not isinstance(sched, Schedule):
+        raise TypeError(f"codegen.generate takes a prepared Schedule, got {type(schedule).__name__}; "
+                        "polyad.pipeline.generate resolves names such as 'auto'")
     stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
     tree = build_tree(stages, sched)
     lowered = lower(tree)
@@ -74,7 +85,7 @@ def generate(outputs, inputs, schedule="naive"):
     for t in tensors:
         names[id(t)] = c_identifier(t.name, used)
     statements = [st for op in stages for st in statements_of(op)]
-    ctx = Context(needs_wide_index(tensors, statements))
+    ctx = Context(bool(wide) or needs_wide_index(tensors, statements))
     launches, sources = [], []
     for lk in lowered:
         w = KernelWriter(ctx, lk, names, tree.statements)

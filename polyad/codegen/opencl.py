@@ -376,7 +376,9 @@ class VectorPrinter(ExprPrinter):
             last = ix[-1] if ix else None
             if t.dtype != "bool" and last is not None and not any(dep[id(x)] for x in ix[:-1]) and self._unit(last):
                 parts = [_strip(text[id(x)]) for x in ix[:-1]] + [_strip(self._lane(last, 0))]
-                return f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat_index(self.ctx, parts, t.shape)})"
+                return _from_storage(
+                    self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat_index(self.ctx, parts, t.shape)})",
+                    t.dtype, self.width)
         elif isinstance(nd, Call) and all(text[id(ch)] is not None for ch in kids):
             ops = _VEC_FLOAT_OPS if dt.is_float(nd.dtype) else _VEC_INT_OPS
             if nd.op == "cast" and kids[0].dtype != "bool":
@@ -638,12 +640,12 @@ class KernelWriter:
         def store(t, value):
             if vec == 1:
                 return f"{self.tensor_names[id(t)]}[{flat}] = {_store(value, t)}"
-            return f"vstore{vec}({_strip(value)}, 0, {self.tensor_names[id(t)]} + {flat})"
+            return f"vstore{vec}({_to_storage(ctx, value, t.dtype, vec)}, 0, {self.tensor_names[id(t)]} + {flat})"
 
         def load(t):
             if vec == 1:
                 return _load(f"{self.tensor_names[id(t)]}[{flat}]", t)
-            return f"vload{vec}(0, {self.tensor_names[id(t)]} + {flat})"
+            return _from_storage(ctx, f"vload{vec}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, vec)
 
         if ist.role == "assign":
             decls, vals = values(printer(), st.values)
@@ -760,6 +762,20 @@ def _affine(ctx, terms):
 
 def _as_block(items):
     return items[0] if len(items) == 1 and isinstance(items[0], c.Block) else c.Block(items)
+
+
+def _to_storage(ctx, value, dtype, vec):
+    """A ``vec``-lane value as its buffer stores it: int32 computed in ``long`` (64-bit indexing) is
+    narrowed explicitly (OpenCL converts no vector implicitly; ``vstore4`` of a long4 into an int buffer
+    writes 32 bytes where there are 16: the capability probe caught it corrupting the heap)."""
+    ct, st = ctx.ctype(dtype), STORAGE[dtype]
+    return _strip(value) if ct == st or dtype == "bool" else f"convert_{st}{vec}({_strip(value)})"
+
+
+def _from_storage(ctx, loaded, dtype, vec):
+    """A ``vloadN`` widened to the type its values are computed in (int32 as ``long`` when indices are)."""
+    ct, st = ctx.ctype(dtype), STORAGE[dtype]
+    return loaded if ct == st or dtype == "bool" else f"convert_{ct}{vec}({loaded})"
 
 
 def _store(value, tensor):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..errors import BuildError
 from .device import device_key, device_state
+from .records import cache_dir
 
 _MAGIC = b"POLYAD-CL-BINARY-1\n"
 _FORMAT = "1"  # bump when the entry layout or the code generator's ABI changes
@@ -37,16 +38,6 @@ STATS = Stats()
 _MEMORY = {}
 
 
-def cache_dir():
-    """The directory of the disk cache ($POLYAD_CACHE_DIR, else under the user cache dir)."""
-    d = os.environ.get("POLYAD_CACHE_DIR")
-    if d:
-        return d
-    import platformdirs
-
-    return os.path.join(platformdirs.user_cache_dir("polyad"), "kernels")
-
-
 def cache_key(source, device, options):
     h = hashlib.sha256()
     for part in (_FORMAT, source, device_key(device), " ".join(options)):
@@ -55,9 +46,18 @@ def cache_key(source, device, options):
     return h.hexdigest()
 
 
-def get_program(source, device, options=()):
-    """A built ``pyopencl.Program`` of ``source`` for ``device``, from the caches when possible."""
+def get_program(source, device, options=(), launches=()):
+    """A built ``pyopencl.Program`` of ``source`` for ``device``, from the caches when possible.
+
+    A cold compile runs in a worker process (:mod:`polyad.runtime.builder`): the
+    binary it returns is stored on disk and loaded here.  ``launches`` (see
+    :func:`polyad.runtime.builder.make_job`) are the kernels the program must
+    have; the worker launches each once.  BuildError (CompilerCrash when the
+    compiler took its process down) when it does not build.
+    """
     import pyopencl as cl
+
+    from . import builder
 
     options = tuple(options)
     key = cache_key(source, device, options)
@@ -69,17 +69,34 @@ def get_program(source, device, options=()):
     path = os.path.join(cache_dir(), key[:2], key + ".bin")
     prg = _load(path, ctx, device, options, cl)
     if prg is None:
-        prg = compile_source(source, ctx, device, options)
+        STATS.compiles += 1
+        job = builder.make_job(source, device_key(device), options, launches)
+        if builder.isolated():
+            binary = builder.compile_isolated(job)
+            prg = _from_binary(binary, ctx, device, options, cl) if binary else None
+            if prg is None:  # a driver that gives no usable binary: compile here (it did not crash there)
+                prg = compile_source(source, ctx, device, options, count=False)
+        else:
+            builder.compile_job(job, device)  # the same checks (kernels present, one launch each)
+            prg = compile_source(source, ctx, device, options, count=False)
         _store(path, prg, cl)
     _MEMORY[key] = prg
     return prg
 
 
-def compile_source(source, ctx, device, options=()):
-    """Compile ``source``; BuildError with the source and the compiler log on failure."""
+def _from_binary(binary, ctx, device, options, cl):
+    try:
+        return cl.Program(ctx, [device], [binary]).build(options=list(options), devices=[device])
+    except Exception:  # noqa: BLE001 - an unloadable binary: the caller compiles from source
+        return None
+
+
+def compile_source(source, ctx, device, options=(), count=True):
+    """Compile ``source`` in this process; BuildError with the source and the compiler log on failure."""
     import pyopencl as cl
 
-    STATS.compiles += 1
+    if count:
+        STATS.compiles += 1
     prg = cl.Program(ctx, source)
     try:
         with warnings.catch_warnings():

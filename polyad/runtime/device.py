@@ -54,63 +54,34 @@ def supports_fp64(device):
         return "cl_khr_fp64" in device.extensions
 
 
-def select_device(spec=None):
-    """The device ``spec`` names (a substring of ``platform | device``), else $POLYAD_DEVICE, else PoCL's CPU."""
-    pairs = all_devices()
-    spec = spec if spec is not None else os.environ.get("POLYAD_DEVICE") or None
-    if spec is not None:
-        if not isinstance(spec, str):
-            cl = _cl()
-            if isinstance(spec, cl.Device):
-                return spec
-            raise DeviceError(f"device must be a name substring or a pyopencl.Device, got {spec!r}")
-        low = spec.lower()
-        for p, d in pairs:
-            if low in f"{p.name} | {d.name}".lower():
-                return d
-        listing = "\n  ".join(describe(p, d) for p, d in pairs)
-        raise DeviceError(f"no OpenCL device matches {spec!r}; the devices are:\n  {listing}")
+def find_device(spec):
+    """The device ``spec`` names: a ``pyopencl.Device``, or a substring of ``"platform | device"``."""
     cl = _cl()
-    pocl_cpu = [d for p, d in pairs if "portable computing language" in p.name.lower() and d.type & cl.device_type.CPU]
-    others = [d for p, d in pairs if d not in pocl_cpu]
-    problems = []
-    for d in pocl_cpu + others:
-        why = compile_problem(d)
-        if why is None:
+    if isinstance(spec, cl.Device):
+        return spec
+    if not isinstance(spec, str):
+        raise DeviceError(f"device must be a name substring or a pyopencl.Device, got {spec!r}")
+    pairs = all_devices()
+    low = spec.lower()
+    for p, d in pairs:
+        if low in f"{p.name} | {d.name}".lower():
             return d
-        problems.append(f"{d.platform.name.strip()} | {d.name.strip()}: {why}")
-    raise DeviceError(
-        "no OpenCL device here can compile a kernel:\n  " + "\n  ".join(problems) + "\n" + FIX_HINT
-    )
+    listing = "\n  ".join(describe(p, d) for p, d in pairs)
+    raise DeviceError(f"no OpenCL device matches {spec!r}; the devices are:\n  {listing}")
+
+
+def find_by_key(key):
+    """The device whose :func:`device_key` is ``key`` (a worker process finds its parent's device so)."""
+    for _, d in all_devices():
+        if device_key(d) == key:
+            return d
+    raise DeviceError(f"no OpenCL device has the key {key!r} in this process")
 
 
 FIX_HINT = (
     "run `python3 -m polyad.runtime.doctor --fix` (on Debian/Ubuntu as root it installs the system PoCL, "
     "pocl-opencl-icd), or install a vendor OpenCL driver; POLYAD_DEVICE picks a device by name"
 )
-
-_PROBES = {}
-
-
-def compile_problem(device):
-    """None when ``device`` compiles a trivial kernel, else the compiler's first error line.
-
-    pip's PoCL cannot compile on CPUs newer than its LLVM (e.g. AMD Zen 5: "unknown
-    target CPU 'generic'"), so the default device is the first that really compiles.
-    The answer is cached per process.
-    """
-    key = device.int_ptr
-    if key not in _PROBES:
-        cl = _cl()
-        try:
-            ctx = cl.Context([device])
-            cl.Program(ctx, "__kernel void polyad_probe(__global int *a) { a[0] = 1; }").build()
-            _PROBES[key] = None
-        except Exception as e:  # noqa: BLE001 - whatever the platform says is the answer
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            errs = [ln for ln in lines if "error" in ln.lower() and "clBuildProgram" not in ln]
-            _PROBES[key] = (errs or lines or [type(e).__name__])[0]
-    return _PROBES[key]
 
 
 @dataclass(eq=False)
@@ -135,19 +106,14 @@ def device_state(device):
     return st
 
 
+# environment variables that change the code a driver generates for the same device
+_CODEGEN_ENV = ("POCL_LLVM_CPU_NAME", "POCL_EXTRA_BUILD_FLAGS", "POCL_WORK_GROUP_METHOD", "POCL_VECTORIZER_REMARKS")
+
+
 def device_key(device):
-    """What identifies compiled code for ``device`` across processes."""
+    """What identifies compiled code for ``device`` across processes (the environment that changes it too)."""
     p = device.platform
-    return "|".join(
-        str(x).strip() for x in (p.name, p.version, device.name, device.vendor, device.version, device.driver_version)
-    )
-
-
-def list_devices():
-    """Lines describing the devices polyad can use, the default marked with ``*``."""
-    pairs = all_devices()
-    try:
-        default = select_device()
-    except DeviceError:
-        default = None
-    return [("* " if d == default else "  ") + describe(p, d) for p, d in pairs]
+    parts = [str(x).strip() for x in (p.name, p.version, device.name, device.vendor, device.version,
+                                      device.driver_version)]
+    parts += [f"{v}={os.environ[v]}" for v in _CODEGEN_ENV if os.environ.get(v)]
+    return "|".join(parts)

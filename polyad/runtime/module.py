@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ..errors import ArityError, DeviceError, DtypeError, PolyadError, ShapeError
+from ..errors import ArityError, BuildError, DeviceError, DtypeError, PolyadError, ShapeError
 from ..te.tensor import array_for
 from .cache import get_program
 from .device import device_state, supports_fp64
@@ -23,7 +23,7 @@ class Module:
     on the first run.
     """
 
-    def __init__(self, program, device, single_output=False, inputs=None):
+    def __init__(self, program, device, single_output=False, inputs=None, cl_program=None):
         self.program = program
         # the tensors as the build was given them (a fed computed tensor, not its placeholder)
         self._inputs = list(program.inputs) if inputs is None else list(inputs)
@@ -37,17 +37,30 @@ class Module:
                 f"tensors {names} are float64 but the device {device.name.strip()!r} has no double precision "
                 "support; use float32 or pick another device (device= or $POLYAD_DEVICE)"
             )
-        self.cl_program = get_program(program.source, device, BUILD_OPTIONS)
         import pyopencl as cl
 
-        self._launches = []
+        plan = []
         for k in program.kernels:
             gsize, lsize = k.global_size, k.local_size
             if lsize is not None:
                 lsize = tuple(lsize) + (1,) * (len(gsize) - len(lsize))
                 lsize = lsize[: len(gsize)]
                 gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
-            self._launches.append((cl.Kernel(self.cl_program, k.name), k, gsize, lsize))
+            plan.append((k, gsize, lsize))
+        if cl_program is None:
+            # the kernels, their buffers and launch sizes: a cold compile launches each once, in the worker
+            launches = [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args],
+                         gsize, lsize) for k, gsize, lsize in plan]
+            cl_program = get_program(program.source, device, BUILD_OPTIONS, launches)
+        self.cl_program = cl_program
+        self._launches = []
+        for k, gsize, lsize in plan:
+            try:
+                kernel = cl.Kernel(self.cl_program, k.name)
+            except cl.Error as e:
+                raise BuildError(f"the program built for {device.name.strip()} has no kernel {k.name!r} ({e})",
+                                 source=program.source, log=str(e)) from None
+            self._launches.append((kernel, k, gsize, lsize))
         self._intermediates = None
 
     @property

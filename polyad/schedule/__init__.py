@@ -310,15 +310,24 @@ def naive():
     return Schedule("naive")
 
 
-def resolve(schedule):
-    """A Schedule from what ``pa.build`` accepts without a graph (``"naive"``, a Schedule, JSON).
+def resolve(schedule, outputs=None, device=None):
+    """The :class:`Schedule` ``schedule`` stands for: the one place a schedule's name is interpreted.
 
-    ``"auto"`` needs the graph: use :func:`prepare`.
+    ``"naive"`` (or None), a Schedule, its dict or JSON text; ``"auto"`` runs
+    the auto-scheduler on the graph of ``outputs`` for ``device`` (a
+    :class:`DeviceModel`, a recorded model, a ``pyopencl.Device`` or None for
+    the default device: see :meth:`DeviceModel.of`).
     """
     if isinstance(schedule, Schedule):
         return schedule
     if schedule is None or schedule == "naive":
         return naive()
+    if isinstance(schedule, str) and schedule == "auto":
+        if outputs is None:
+            raise ScheduleError("schedule 'auto' needs the graph: resolve(schedule, outputs, device)")
+        from .auto import auto_schedule
+
+        return auto_schedule(outputs, device=device)
     if isinstance(schedule, dict):
         return Schedule.from_dict(schedule)
     if isinstance(schedule, str) and schedule.lstrip().startswith("{"):
@@ -333,21 +342,15 @@ def resolve(schedule):
 def prepare(outputs, schedule="auto", device=None):
     """(outputs of the transformed graph, loop-level Schedule) for codegen.
 
-    Resolves ``schedule`` (``"auto"`` runs the auto-scheduler on the graph),
-    checks it against the graph (ScheduleError naming the stage) and applies
-    its graph-level transformations (rfactor, then inline).  Stages are
-    renamed to their unique names so that codegen finds their schedules.
+    Resolves ``schedule`` (:func:`resolve`), checks it against the graph
+    (ScheduleError naming the stage) and applies its graph-level
+    transformations (pad, rfactor, then inline).  Stages are renamed to their
+    unique names so that codegen finds their schedules.
     """
     from .graph import apply_graph_schedule, uniquely_named
 
     outs = uniquely_named(outputs)
-    if isinstance(schedule, str) and schedule == "auto":
-        from .auto import auto_schedule
-
-        sched = auto_schedule(outs, device=device, renamed=True)
-    else:
-        sched = resolve(schedule)
-    return apply_graph_schedule(outs, sched)
+    return apply_graph_schedule(outs, resolve(schedule, outs, device))
 
 
 def show(tensors, schedule="auto", device=None):
@@ -362,7 +365,8 @@ from ..te.printer import set_scheduled_show  # noqa: E402
 
 set_scheduled_show(show)  # pa.show(tensors, schedule=...)
 
-from .auto import auto_schedule, candidate_space, DeviceModel  # noqa: E402
+from .auto import auto_schedule, candidate_space  # noqa: E402
+from .model import DeviceModel  # noqa: E402
 from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [

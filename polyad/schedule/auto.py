@@ -19,8 +19,8 @@ from an enumerable space ranked by an analytic cost model:
    (register blocking) and register pressure, bytes moved per block from
    cache and DRAM, and how many work-items keep the cores busy.
 
-CPU (PoCL) and GPU use the same model with different :class:`DeviceModel`
-constants.  Every decision is recorded in ``Schedule.notes``.
+CPU (PoCL) and GPU use the same model with their own :class:`DeviceModel`,
+measured on the device (:mod:`polyad.schedule.model`).  Every decision is recorded in ``Schedule.notes``.
 """
 
 import math
@@ -35,56 +35,9 @@ from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from ..errors import ScheduleError
 from .graph import _reduction_form, inlinable, pad_reads, paddable, rfactor, stage_ops, uniquely_named
+from .model import DeviceModel
 
 __all__ = ["DeviceModel", "auto_schedule", "candidate_space", "stage_cost", "Space"]
-
-
-@dataclass(frozen=True)
-class DeviceModel:
-    """What the cost model knows about a device (float32 figures)."""
-
-    kind: str = "cpu"
-    cores: int = 2
-    vector_width: int = 16  # float32 lanes of one SIMD register (AVX-512)
-    registers: int = 32  # vector registers
-    fma_slots: int = 16  # independent vector accumulators that keep the FMA pipes busy (measured: 16 beat 8)
-    peak_gflops: float = 229.0
-    cache_gbs: float = 400.0  # L1/L2 load bandwidth, all cores
-    dram_gbs: float = 35.0
-    l1: int = 32 * 1024
-    l2: int = 1024 * 1024
-    min_parallel: int = 8  # work-items below which cores idle
-    freq_ghz: float = 3.56
-    load_ports: int = 2  # loads issued per cycle and core
-    local_sizes: tuple = ()  # work-group sizes to choose from (empty: the implementation picks)
-
-    @classmethod
-    def cpu(cls, cores=2):
-        return cls(cores=cores, min_parallel=max(4, 4 * cores))
-
-    @classmethod
-    def gpu(cls, compute_units=80):
-        return cls(
-            kind="gpu", cores=compute_units, vector_width=1, registers=64, fma_slots=1, peak_gflops=10000.0,
-            cache_gbs=5000.0, dram_gbs=800.0, l1=48 * 1024, l2=4 * 1024 * 1024,
-            min_parallel=compute_units * 256, local_sizes=(64, 128, 256),
-        )
-
-    @classmethod
-    def of(cls, device=None):
-        """The model of a ``pyopencl.Device`` (None or anything else: this machine's CPU via PoCL)."""
-        if isinstance(device, DeviceModel):
-            return device
-        try:
-            import pyopencl as cl
-
-            if isinstance(device, cl.Device):
-                if device.type & cl.device_type.GPU:
-                    return cls.gpu(device.max_compute_units)
-                return cls.cpu(device.max_compute_units)
-        except ImportError:  # pragma: no cover - pyopencl is a dependency
-            pass
-        return cls.cpu()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,7 +264,7 @@ def stage_candidates(info, dm, channels=False):
         for to in outer:
             for ti in inner:
                 tile = head + ((to,) if to is not None else ()) + (ti,)
-                for vec in (1, 2, 4, 8, 16):
+                for vec in dm.widths:
                     if vec > max(V, 1) or ti % vec or (vec > 1 and ti < vec):
                         continue
                     for u in unrolls:
@@ -364,18 +317,12 @@ def _unstrided_cost(info, ss, dm):
 
 
 _PARTIAL_PENALTY = 1.4
-_GATHER_EFF, _GATHER_ISSUE = 1.0, 1.0
 
 
-# fraction of peak an FMA chain reaches per vector width, with enough accumulators (MACHINE-NOTES:
-# scalar ~43 of 229 GFLOP/s, float4 ~110, float8 180-220; PoCL compiles for AVX-512 here)
-_CPU_LANES = {1: 0.12, 2: 0.15, 4: 0.45, 8: 0.75, 16: 0.9}  # scalar 3x3 blocks: conv dW 25 GFLOP/s
-
-
-def _lane_efficiency(vec, dm):
-    if dm.kind != "cpu":
-        return 1.0
-    return _CPU_LANES.get(vec, 0.12) if vec <= dm.vector_width else 0.12
+def _rate(vec, dm):
+    """FLOP/s of a block's multiply-add chains at ``vec`` lanes: the device's measured rate at that width
+    (scalar where it lacks the width)."""
+    return dm.gflops_at(vec if vec <= dm.vector_width else 1) * 1e9
 
 
 def _blocked_cost(info, ss, dm):
@@ -391,13 +338,10 @@ def _blocked_cost(info, ss, dm):
     # (a reduction of one point per output, such as a stride-2 2x2 pool's gradient, has no chain)
     ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction and red >= 2 else 1.0
     gathers = any(rank - 1 in used and not contig for used, contig in info.loads)
-    # gathered operands and select-based combiners run lane by lane: vectors do not speed them up
-    eff = _lane_efficiency(1 if not info.simple else vec, dm)
-    if gathers and info.simple:
-        # measured (softmax's dense recompute, X.W^T along j, W gathered): 6x32/float16 blocks 2x faster than
-        # 6x8/float4; gathered lanes now cost a scalar load each, not a slower FMA chain
-        eff = eff * _GATHER_EFF
-    compute = info.flops / (dm.peak_gflops * 1e9 * eff * ilp)
+    # select-based combiners run lane by lane: vectors do not speed them up; gathered operands cost a
+    # scalar load per lane (below), not a slower chain (measured, softmax's dense recompute X.W^T along j:
+    # 6x32/float16 blocks 2x faster than 6x8/float4)
+    compute = info.flops / (_rate(1 if not info.simple else vec, dm) * ilp)
     live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
     if live > dm.registers:
         compute *= 1 + (live - dm.registers) / 4  # spills
@@ -407,20 +351,20 @@ def _blocked_cost(info, ss, dm):
         n = math.prod(tile[d] for d in used) if used else 1
         per_step += n
         if vec > 1 and rank - 1 in used:
-            issue += n / vec if contig else _GATHER_ISSUE * n  # vloadN, or a scalar load per gathered lane
+            issue += n / vec if contig else n  # vloadN, or a scalar load per gathered lane
         else:
             issue += n  # scalar loads and broadcasts
     steps = info.iterations / block
     cache_bytes = steps * per_step * info.itemsize
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
     mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9)
-    loads = steps * issue / (dm.load_ports * dm.freq_ghz * 1e9 * dm.cores) if dm.kind == "cpu" else 0.0
+    loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
     t = max(compute, mem, loads)
     if ss.unroll > 1 and info.reduction:
         t *= 0.97 if red >= 4 * ss.unroll else 1.1
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
     t /= max(busy, 1e-3)
-    return t + 2e-6  # launch overhead
+    return t + dm.launch_s
 
 
 @dataclass(frozen=True)
@@ -511,8 +455,8 @@ def _pure_data_movement(op):
 def _recompute_pays(evals, size, info, dm):
     """Recomputing ``evals - size`` extra points costs less than writing and reading the buffer."""
     per_point = info.flops / max(1, info.iterations)
-    # independent elementwise work: scalar code pipelines well (MACHINE-NOTES: ~0.19 of peak)
-    extra = (evals - size) * max(per_point, 1) / (dm.peak_gflops * 1e9 * 0.19)
+    # independent elementwise work: scalar code with many independent chains (the calibrated scalar rate)
+    extra = (evals - size) * max(per_point, 1) / _rate(1, dm)
     traffic = 2 * size * info.itemsize / (dm.dram_gbs * 1e9)
     return evals <= 16 * size and extra < traffic
 
@@ -630,7 +574,7 @@ def _lane_factor(e, dm):
     """Lanes of the interleaved partials over an axis of extent ``e``: the vector width (at most the
     device's) with the fewest vector-plus-ragged steps per row (26: 8 lanes, 3 vectors and 2 scalar steps)."""
     V = max(dm.vector_width, 1)
-    opts = [f for f in (16, 8, 4) if f <= V and f < e]
+    opts = [f for f in (16, 8, 4) if f <= V and f in dm.widths and f < e]
     return min(opts, key=lambda f: (e // f + e % f, -f)) if opts else None
 
 
@@ -730,8 +674,8 @@ def _choose_rfactor(outs, infos, dm, notes):
 def auto_schedule(outputs, device=None, renamed=False):
     """The auto-scheduler's :class:`~polyad.schedule.Schedule` for the graph of ``outputs``.
 
-    ``device``: a ``pyopencl.Device`` or a :class:`DeviceModel` (None: this
-    machine's CPU).  The decisions and their reasons are in ``.notes`` and
+    ``device``: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded
+    model (None: the default device), see :meth:`DeviceModel.of`.  The decisions and their reasons are in ``.notes`` and
     ``.describe()``.
     """
     dm = DeviceModel.of(device)
@@ -777,7 +721,7 @@ def _auto_schedule(outs, dm, renamed):
             # one row's interleaved partials per work-item: F / vec contiguous vector accumulators (measured,
             # softmax bwd: the model's smaller blocks 3.19 ms, these 3.14, no rfactor 3.36; hand TE 3.01)
             f = op.shape[-1]
-            vec = max(v for v in (1, 2, 4, 8, 16) if v <= max(dm.vector_width, 1) and f % v == 0)
+            vec = max(v for v in dm.widths if v <= max(dm.vector_width, 1) and f % v == 0)
             if isinstance(rf[op.name[:-3]], RFactor):
                 # measured, conv2d_3x3 dW: 1x1x3x3x8 2.1 ms (4.0 unsplit), 2x1x3x3x8 2.4-2.7, 1x1x1x3x8 3.9
                 best = StageSchedule(tile=_lane_tile(op.shape, dm), vectorize=vec)
@@ -809,7 +753,7 @@ def _auto_schedule(outs, dm, renamed):
             notes.append(f"{op.name}: naive loops (no block is estimated 10% faster: {floor * 1e3:.3f} ms "
                          f"vs {naive * 1e3:.3f} ms)")
             continue
-        if floor < 2e-5 or not info.reduction:
+        if floor - dm.launch_s < 1.8e-5 or not info.reduction:
             # a tiny or elementwise stage: the smallest block wins (less code, faster builds, the same speed)
             best = min(near, key=_size_key)
         else:
@@ -841,7 +785,7 @@ def _padded_rows(op, dm):
     if not _padded(op) or len(op.shape) < 2 or dm.kind != "cpu":
         return None
     e = op.shape[-1]
-    vec = next((v for v in (16, 8, 4) if v <= dm.vector_width and e % v == 0), None)
+    vec = next((v for v in (16, 8, 4) if v <= dm.vector_width and v in dm.widths and e % v == 0), None)
     if vec is None or e > 64:
         return None
     r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= 28 else 1

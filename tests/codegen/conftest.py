@@ -8,13 +8,18 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def _session_kernel_cache(tmp_path_factory):
     """Point POLYAD_CACHE_DIR at a fresh directory for this test session (cold cache, shared by tests)."""
-    old = os.environ.get("POLYAD_CACHE_DIR")
+    from polyad.runtime.records import cache_dir
+
+    old = {k: os.environ.get(k) for k in ("POLYAD_CACHE_DIR", "POLYAD_DEVICE_CACHE_DIR")}
+    # the device is probed and calibrated once per machine, not once per test session
+    os.environ.setdefault("POLYAD_DEVICE_CACHE_DIR", os.path.join(cache_dir(), "devices"))
     os.environ["POLYAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("polyad-kernel-cache"))
     yield
-    if old is None:
-        os.environ.pop("POLYAD_CACHE_DIR", None)
-    else:
-        os.environ["POLYAD_CACHE_DIR"] = old
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 _PROBE = {}
@@ -26,7 +31,8 @@ def opencl_problem():
         try:
             import pyopencl as cl
 
-            from polyad.runtime.device import device_state, select_device
+            from polyad.pipeline import select_device
+            from polyad.runtime.device import device_state
 
             dev = select_device()
             cl.Program(device_state(dev).context, "__kernel void probe(__global int *a) { a[0] = 1; }").build()

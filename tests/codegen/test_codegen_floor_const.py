@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import polyad as pa
-from polyad.codegen import generate
+from polyad.pipeline import generate
 
 pytestmark = pytest.mark.opencl
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polyad as pa
-from polyad.codegen import generate
+from polyad.pipeline import generate
 from polyad.errors import ScheduleError
 from polyad.schedule import Schedule, StageSchedule
 from polyad.te.tensor import PlaceholderOp, walk_ops

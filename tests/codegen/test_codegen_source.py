@@ -6,7 +6,7 @@ import islpy as isl
 import pytest
 
 import polyad as pa
-from polyad.codegen import generate
+from polyad.pipeline import generate
 from polyad.poly.stage import PolyOp, Statement
 from polyad.schedule import Schedule, StageSchedule
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import polyad as pa
+from polyad.pipeline import select_device
 from polyad.runtime import cache, device
 
 
@@ -20,19 +21,19 @@ def test_no_platform_raises_device_error_with_install_hint(monkeypatch):
         pa.build(Y, [X])
     monkeypatch.setattr(cl, "get_platforms", lambda: [])
     with pytest.raises(pa.DeviceError, match="no OpenCL platform"):
-        device.select_device()
+        select_device()
 
 
 def test_unknown_device_name_lists_the_devices():
     with pytest.raises(pa.DeviceError, match="no OpenCL device matches 'no-such-gpu-xyz'"):
-        device.select_device("no-such-gpu-xyz")
+        select_device("no-such-gpu-xyz")
 
 
 def test_polyad_device_env_picks_by_substring(monkeypatch):
     pairs = device.all_devices()
     p, d = pairs[-1]
     monkeypatch.setenv("POLYAD_DEVICE", d.name.strip()[-6:])
-    assert device.select_device() == [dd for pp, dd in pairs if d.name.strip()[-6:].lower() in
+    assert select_device() == [dd for pp, dd in pairs if d.name.strip()[-6:].lower() in
                                       f"{pp.name} | {dd.name}".lower()][0]
 
 
@@ -48,7 +49,7 @@ def test_cli_devices_lists_the_default(capsys):
 @pytest.mark.opencl
 @pytest.mark.usefixtures("opencl")
 def test_build_failure_carries_source_and_log():
-    dev = device.select_device()
+    dev = select_device()
     src = "__kernel void broken(__global float *a) { a[0] = undeclared_thing; }\n"
     with pytest.raises(pa.BuildError) as info:
         cache.compile_source(src, device.device_state(dev).context, dev)

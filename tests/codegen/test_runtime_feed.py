@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import polyad as pa
-from polyad.codegen.cache import program_key
+from polyad.pipeline.programs import program_key
 from polyad.te.graph import cut
 
 pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]

@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 import polyad as pa
+from polyad.schedule import DeviceModel
 from polyad.schedule import inline, rfactor
 from polyad.te.tensor import ComputeOp, PlaceholderOp, walk_ops
+
+_DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
+ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")  # the figures the decisions were measured with
+
 
 
 def _stages(outs):
@@ -245,7 +250,7 @@ def test_auto_pads_a_conv_data_gradient_and_the_build_matches_evaluate():
     from polyad.schedule import Schedule, StageSchedule, auto_schedule
 
     dX, H, W, feeds = _conv_dx(size=16)
-    s = auto_schedule([dX])
+    s = auto_schedule([dX], device=ZEN5)
     assert s.pad == {dX.name} and any("pad_reads" in n for n in s.notes)
     assert s.stages[dX.name] == StageSchedule(tile=(1, 1, 2, 16), vectorize=16)  # two whole rows as vectors
     assert Schedule.from_json(s.to_json()) == s and "pad_reads " + dX.name in s.describe()
@@ -259,6 +264,6 @@ def test_candidate_space_of_a_padded_gradient_holds_the_auto_choice():
     from polyad.schedule import auto_schedule, candidate_space
 
     dX, *_ = _conv_dx(size=16)
-    s = auto_schedule([dX])
-    space = candidate_space([dX], schedule=s)
+    s = auto_schedule([dX], device=ZEN5)
+    space = candidate_space([dX], schedule=s, device=ZEN5)
     assert s.stages[dX.name] in space.stages[dX.name] and "H_pad" in space.stages

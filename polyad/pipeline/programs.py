@@ -15,18 +15,17 @@ a warning and regenerated.
 
 import dataclasses
 import hashlib
-import json
 import os
-import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
+from ..runtime.records import read, record_path, write
 from ..te.expr import CommReducer, Const, Expr, IterVar, Load, Reduce, Var
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from ..te.visit import post_order
 
-_FORMAT = "polyad-program-1"
+_FORMAT = "polyad-program-2"
 _MEMORY = {}
 _PACKAGES = ("codegen", "schedule", "poly", "te", "autodiff", "ops")
 
@@ -169,7 +168,7 @@ def _to_data(program):
 
 
 def _from_data(data, outputs, inputs):
-    from . import KernelLaunch, Program
+    from ..codegen import KernelLaunch, Program
 
     outs = tuple(as_tensor_list(outputs, "build outputs"))
     ins = tuple(as_tensor_list(inputs, "build inputs"))
@@ -189,32 +188,29 @@ def _from_data(data, outputs, inputs):
 
 
 def _disk_path(key):
-    from ..runtime.cache import cache_dir
-
-    return os.path.join(cache_dir(), "programs", key[:2], key + ".json")
+    return record_path("programs", key)
 
 
 def load_program(key, outputs, inputs):
-    """The cached Program of ``key`` for this graph's tensors, or None."""
+    """The cached Program of ``key`` for this graph's tensors, or None.
+
+    Entries are checksummed records (:mod:`polyad.runtime.records`): an edited
+    source or launch plan fails its checksum and is regenerated, never run.
+    """
     data = _MEMORY.get(key)
     if data is None:
-        path = _disk_path(key)
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("format") != _FORMAT:
-                raise ValueError(f"format {data.get('format')!r}")
-        except (FileNotFoundError, NotADirectoryError):
+        data = read(_disk_path(key), "program")
+        if data is None:
             return None
-        except (OSError, ValueError, AttributeError) as e:
-            warnings.warn(f"polyad: ignoring an unreadable cached program {path} ({e}); regenerating it", RuntimeWarning, stacklevel=3)
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
             return None
         _MEMORY[key] = data
     try:
         return _from_data(data, outputs, inputs)
     except (KeyError, IndexError, TypeError, ValueError) as e:
-        warnings.warn(f"polyad: ignoring a malformed cached program ({type(e).__name__}: {e}); regenerating it", RuntimeWarning, stacklevel=3)
-        _MEMORY.pop(key, None)
+        warnings.warn(f"polyad: ignoring a malformed cached program ({type(e).__name__}: {e}); regenerating it",
+                      RuntimeWarning, stacklevel=3)
+        forget_program(key)
         return None
 
 
@@ -222,15 +218,16 @@ def store_program(key, program):
     """Remember ``program`` under ``key`` (memory, and disk when writable)."""
     data = _to_data(program)
     _MEMORY[key] = data
-    path = _disk_path(key)
+    write(_disk_path(key), data, "program")
+
+
+def forget_program(key):
+    """Drop ``key`` from the caches (a cached program that no longer builds is regenerated)."""
+    _MEMORY.pop(key, None)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except OSError as e:
-        warnings.warn(f"polyad: cannot write the program cache {path} ({e})", RuntimeWarning, stacklevel=3)
+        os.unlink(_disk_path(key))
+    except OSError:
+        pass
 
 
 def clear_memory():

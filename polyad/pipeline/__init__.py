@@ -1,0 +1,360 @@
+"""The build driver: one place owns the order of the passes, the caches and the device's answers.
+
+``pa.build(outputs, inputs, schedule, device)``:
+
+1. the device: ``device=`` or ``$POLYAD_DEVICE`` by name, else the device
+   that passes the capability probe (:mod:`.probe`), the fastest of those by
+   its calibration;
+2. the program cache (:mod:`.programs`): a known build (graph structure,
+   schedule as given, device, device model, polyad's code) skips 3-5;
+3. the schedule: :func:`polyad.schedule.resolve` (``"auto"`` runs the
+   auto-scheduler on the device's calibrated :class:`~polyad.schedule.DeviceModel`),
+   restricted to the vector widths the device compiles;
+4. :func:`polyad.schedule.prepare` (graph-level decisions), then
+   :func:`polyad.codegen.generate` (OpenCL C);
+5. the binary cache, whose cold compiles run in a worker process
+   (:mod:`polyad.runtime.builder`): a compiler crash is a failed build;
+6. the fallback chain: a program that does not build (a compiler error, a
+   crash, kernels missing) is generated again with vectors half as wide, down
+   to scalar, then with the naive schedule.  It warns once, naming the stages
+   and the compiler's message, remembers the widths that failed for the
+   device, and caches the program that built under the original key, so the
+   next build neither retries nor warns.  What still fails is a ``BuildError``
+   with the source and the log.
+
+Layering: this package imports ``schedule``, ``codegen`` and ``runtime``; none
+of them imports it (but :meth:`DeviceModel.of`, the scheduler's door to the
+calibrated model).
+"""
+
+import dataclasses
+import os
+import warnings
+
+from ..errors import BuildError, DeviceError
+from ..runtime import records
+from ..runtime.device import FIX_HINT, all_devices, describe, device_key, find_device
+from ..te.tensor import Tensor, as_tensor_list
+
+__all__ = ["build", "generate", "select_device", "device_model", "capabilities", "calibration", "list_devices"]
+
+_SELECTED = {}
+_MODELS = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the device and what it can do
+# ---------------------------------------------------------------------------------------------
+def capabilities(device, refresh=False):
+    """The probe's :class:`~polyad.pipeline.probe.Capabilities` of ``device`` (cached on disk)."""
+    from .probe import capabilities as probe
+
+    return probe(device, refresh=refresh)
+
+
+def calibration(device, refresh=False):
+    """(the calibration dict of ``device``, "cached" or "measured now")."""
+    from .probe import calibration as cal
+
+    return cal(device, refresh=refresh)
+
+
+def _denied_path(key):
+    return records.record_path("devices", "denied-" + records.digest("polyad-denied-1", key))
+
+
+def denied_widths(device):
+    """Vector widths whose programs failed to build on ``device`` (width -> the compiler's message)."""
+    data = records.read(_denied_path(device_key(device)), "record of failed widths")
+    return {int(w): m for w, m in (data or {}).items()}
+
+
+def _deny_width(device, width, message):
+    path = _denied_path(device_key(device))
+    with records.locked(path):
+        data = records.read(path, "record of failed widths") or {}
+        data[str(width)] = message
+        records.write(path, data, "record of failed widths")
+    _MODELS.pop(device_key(device), None)
+
+
+def device_model(device=None):
+    """The calibrated :class:`~polyad.schedule.DeviceModel` of ``device`` (None: the default device).
+
+    Measured once per machine (probe and calibration, cached on disk), then
+    once per process from the cache; widths that failed in a build are left out.
+    """
+    from ..schedule.model import DeviceModel
+
+    dev = select_device(device)
+    key = device_key(dev)
+    got = _MODELS.get(key)
+    if got is not None:
+        return got
+    caps = capabilities(dev)
+    if not caps.usable:
+        raise DeviceError(f"{_name(dev)} compiles no scalar code correctly: {caps.describe()}\n{FIX_HINT}")
+    widths = [w for w in caps.widths if w not in denied_widths(dev)] or [1]
+    cal, how = calibration(dev)
+    source = f"calibrated on {_name(dev)} ({how})"
+    if "failed" in cal:
+        warnings.warn(f"polyad: calibrating {_name(dev)} failed ({cal['failed']}); the auto-scheduler uses "
+                      "an uncalibrated model (equal rates per lane, no bandwidth figures)", RuntimeWarning,
+                      stacklevel=2)
+        cal = _uncalibrated(dev, widths)
+        source = f"uncalibrated: {_name(dev)}"
+    model = DeviceModel.from_calibration(cal, widths, source=source)
+    _MODELS[key] = model
+    return model
+
+
+def _uncalibrated(dev, widths):
+    """A calibration-shaped stand-in with neutral figures: ratios only, not a machine's numbers."""
+    import pyopencl as cl
+
+    gpu = bool(dev.type & cl.device_type.GPU)
+    return {"kind": "gpu" if gpu else "cpu", "compute_units": int(dev.max_compute_units),
+            "gflops": {str(w): float(w) for w in widths}, "accumulators": {"8": 1.0},
+            "accumulator_width": max(widths), "stream_gbs": 1.0, "cache_gbs": 10.0, "launch_s": 0.0,
+            "local_sizes": []}
+
+
+def _name(dev):
+    return f"{dev.platform.name.strip()} | {dev.name.strip()}"
+
+
+def select_device(spec=None):
+    """The device ``spec`` names (a substring of ``"platform | device"`` or a ``pyopencl.Device``), else
+    ``$POLYAD_DEVICE``, else the fastest device that passes the capability probe.
+
+    Devices that pass only in part (some vector widths fail) come after those that pass
+    whole; a device that cannot compile scalar code is never chosen.  DeviceError, with what
+    each device failed and how to fix it, when none is usable.
+    """
+    spec = spec if spec is not None else os.environ.get("POLYAD_DEVICE") or None
+    if spec is not None:
+        return find_device(spec)
+    pairs = all_devices()  # DeviceError when there is no platform (also after one went away)
+    memo = tuple(device_key(d) for _, d in pairs)
+    got = _SELECTED.get(memo)
+    if got is not None:
+        return got
+    ranked, problems = [], []
+    for p, d in pairs:
+        caps = capabilities(d)
+        if not caps.usable:
+            problems.append(f"{_name(d)}: {caps.describe()}")
+            continue
+        ranked.append(((caps.passes, _peak(d)), d))
+    if not ranked:
+        raise DeviceError("no OpenCL device here compiles polyad's kernels correctly:\n  "
+                          + "\n  ".join(problems) + "\n" + FIX_HINT)
+    best = max(ranked, key=lambda r: r[0])[1]
+    _SELECTED[memo] = best
+    return best
+
+
+def _peak(dev):
+    cal, _ = calibration(dev)
+    return max((float(g) for g in cal.get("gflops", {}).values()), default=0.0)
+
+
+def list_devices():
+    """Lines describing the OpenCL devices, the default marked with ``*``, each with its probe result."""
+    pairs = all_devices()
+    try:
+        default = select_device()
+    except DeviceError:
+        default = None
+    lines = []
+    for p, d in pairs:
+        caps = capabilities(d)
+        mark = "* " if d == default else "  "
+        state = "ok  " if caps.passes else ("part" if caps.usable else "FAIL")
+        lines.append(f"{mark}{state} {describe(p, d)}")
+        if not caps.passes:
+            lines += [f"         {fam}: {why}" for fam, why in sorted(caps.failures.items())]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# schedules
+# ---------------------------------------------------------------------------------------------
+def resolve_schedule(outputs, schedule, device=None):
+    """The Schedule a build of ``outputs`` uses for ``schedule`` on ``device``, within its vector widths."""
+    from ..schedule import resolve
+    from ..schedule.graph import uniquely_named
+
+    model = device_model(device)
+    outs = uniquely_named(as_tensor_list(outputs, "build outputs"))
+    return _within_widths(resolve(schedule, outs, model), model.widths)
+
+
+def _within_widths(sched, widths, why=None):
+    """``sched`` with every vector width the device lacks narrowed to the widest it has (warned)."""
+    def cap(ss):
+        v = max((w for w in widths if w <= ss.vectorize), default=1)
+        return ss if v == ss.vectorize else dataclasses.replace(ss, vectorize=v)
+
+    stages = {n: cap(ss) for n, ss in sched.stages.items()}
+    changed = sorted(n for n in stages if stages[n] != sched.stages[n])
+    default = cap(sched.default)
+    if not changed and default == sched.default:
+        return sched
+    if why is not None:
+        warnings.warn(why(changed), RuntimeWarning, stacklevel=3)
+    return dataclasses.replace(sched, stages=stages, default=default)
+
+
+def generate(outputs, inputs, schedule="naive", device=None):
+    """The :class:`~polyad.codegen.Program` of a build, without compiling it (``polyad show``, tests).
+
+    ``schedule`` as ``pa.build`` takes it; ``"auto"`` uses the model of ``device`` (a
+    ``pyopencl.Device``, a :class:`~polyad.schedule.DeviceModel`, a recorded model, or None: the
+    default device).
+    """
+    from ..codegen import generate as codegen
+    from ..schedule import prepare, resolve
+    from ..schedule.model import DeviceModel
+    from ..te.graph import cut
+
+    outs, ins = cut(as_tensor_list(outputs, "build outputs"), as_tensor_list(inputs, "build inputs"))
+    model = DeviceModel.of(device) if _needs_model(schedule) else None
+    g, loop = prepare(outs, resolve(schedule, _renamed(outs), model) if model else schedule)
+    return codegen(g, ins, loop)
+
+
+def _needs_model(schedule):
+    return isinstance(schedule, str) and schedule == "auto"
+
+
+def _renamed(outs):
+    from ..schedule.graph import uniquely_named
+
+    return uniquely_named(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# pa.build
+# ---------------------------------------------------------------------------------------------
+def build(outputs, inputs, schedule="auto", device=None):
+    """``pa.build(outputs, inputs, schedule="auto", device=None) -> Module``.
+
+    Generates one OpenCL program for every stage ``outputs`` need, compiles it
+    (or loads it from the kernel cache) for ``device`` (a substring of
+    ``"platform | device"``, a ``pyopencl.Device``, or None for
+    ``$POLYAD_DEVICE``, else the fastest device that passes polyad's
+    capability probe) and returns the callable
+    :class:`~polyad.runtime.Module`.  ``mod(*arrays)`` returns one array when
+    ``outputs`` is a single tensor, else a list.
+
+    ``schedule``: ``"auto"`` (the auto-scheduler, on the device's calibrated
+    model), ``"naive"``, a :class:`~polyad.schedule.Schedule` or its JSON.
+    Vector widths the device cannot compile are narrowed; a program that does
+    not build falls back to narrower vectors, then to the naive schedule, with
+    one warning.
+
+    ``inputs`` may hold computed tensors (saved forward activations, see
+    ``pa.residuals``): the module then takes an array for each, in the
+    inputs' order, and neither computes it nor any stage only it needs.
+
+    Raises ``BuildError`` (with the source and the compiler log) when even the
+    naive schedule does not build, ``DeviceError`` when no device is usable,
+    ``ScheduleError`` for a schedule that does not fit the graph.
+    """
+    from ..runtime.module import Module
+    from ..te.graph import cut
+    from .programs import forget_program, load_program, program_key, store_program
+
+    dev = select_device(device)
+    model = device_model(dev)
+    user_inputs = as_tensor_list(inputs, "build inputs")
+    # fed computed tensors become placeholders first: the cache key, the auto-scheduler and codegen
+    # see only the graph that is built
+    outs, ins = cut(as_tensor_list(outputs, "build outputs"), user_inputs)
+    single = isinstance(outputs, Tensor)
+    key_outputs = outs[0] if single else outs
+    # a known build skips scheduling and code generation; the key holds the device's model, which
+    # decides what "auto" means there
+    target = device_key(dev) + "|" + model_token(model)
+    key = program_key(key_outputs, ins, schedule, target)
+    program = load_program(key, key_outputs, ins) if key is not None else None
+    if program is not None:
+        try:
+            return Module(program, dev, single_output=single, inputs=user_inputs)
+        except BuildError as e:  # a cached program that no longer builds: generate it again
+            warnings.warn(f"polyad: a cached program no longer builds ({str(e).splitlines()[0]}); "
+                          "regenerating it", RuntimeWarning, stacklevel=2)
+            forget_program(key)
+    program, module = _build_with_fallback(outs, ins, schedule, dev, model, single, user_inputs)
+    if key is not None:
+        store_program(key, program)
+    return module
+
+
+def _max_width(sched):
+    return max([sched.default.vectorize] + [ss.vectorize for ss in sched.stages.values()])
+
+
+def _build_with_fallback(outs, ins, schedule, dev, model, single, user_inputs):
+    from ..codegen import generate as codegen
+    from ..runtime.module import Module
+    from ..schedule import naive, prepare, resolve
+
+    renamed = _renamed(outs)
+    sched = resolve(schedule, renamed, model)
+    sched = _within_widths(sched, model.widths, why=lambda names: (
+        f"polyad: {_name(dev)} does not compile the vector widths the schedule asks for stages "
+        f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"))
+    first, tried = None, []
+    attempts = [sched]
+    while True:
+        w = _max_width(attempts[-1])
+        if w <= 1:
+            break
+        attempts.append(_within_widths(attempts[-1], [x for x in model.widths if x < w]))
+    if attempts[-1].stages or attempts[-1].inline or attempts[-1].rfactor or attempts[-1].pad:
+        attempts.append(naive())
+    for i, s in enumerate(attempts):
+        g, loop = prepare(renamed, s)
+        program = codegen(g, ins, loop)
+        try:
+            module = Module(program, dev, single_output=single, inputs=user_inputs)
+        except BuildError as e:
+            if first is None:
+                first = e
+            tried.append((s, e))
+            continue
+        if i:
+            _warn_fallback(dev, tried, s)
+        return program, module
+    raise BuildError(
+        f"{str(first)}\n\n(polyad also tried narrower vectors and the naive schedule: "
+        f"{len(attempts)} programs, none built)", source=first.source, log=first.log) from None
+
+
+def _warn_fallback(dev, tried, used):
+    s0, e0 = tried[0]
+    w = _max_width(s0)
+    stages = sorted(n for n, ss in s0.stages.items() if ss.vectorize == w) if w > 1 else sorted(s0.stages)
+    lines = [ln.strip() for ln in str(e0).splitlines() if ln.strip()]
+    msg = next((ln for ln in lines if "error" in ln.lower() and "OpenCL build failed" not in ln), lines[0])[:300]
+    if used.name != "naive":
+        # a narrower width built: the wider ones are what this compiler cannot do; remember them
+        for s, _ in tried:
+            _deny_width(dev, _max_width(s), msg)
+        what = f"float{_max_width(used)} vectors" if _max_width(used) > 1 else "scalar code"
+    else:
+        what = "the naive schedule"
+    warnings.warn(
+        f"polyad: the OpenCL compiler of {_name(dev)} failed on stages {stages[:6]} with "
+        f"{f'float{w} vectors' if w > 1 else 'this schedule'} ({msg}); built with {what} instead"
+        + (" (remembered for the device; `polyad devices --calibrate` probes it again)" if used.name != "naive"
+           else ""), RuntimeWarning, stacklevel=4)
+
+
+def model_token(model):
+    """What of a device model decides a schedule (its figures, not where they came from)."""
+    d = model.to_dict()
+    d.pop("source", None)
+    return repr(sorted(d.items()))

@@ -1,0 +1,237 @@
+"""Cold compiles in worker processes: a compiler that aborts costs a build, not the user's process.
+
+PoCL compiles inside the calling process, and its LLVM aborts (``LLVM ERROR:
+... Aborted``) on code it cannot lower: nothing a Python ``try`` can catch.  So
+a program that is not in the kernel cache is compiled by a worker process
+(``python -m polyad.runtime.builder``, one JSON request and one JSON answer a
+line), which also launches every kernel once on small-valued buffers of the
+real sizes: PoCL lowers a kernel for its work-group size at the first launch,
+so a crash there happens in the worker too.  The worker answers with the
+program binary; the user's process loads that binary (``cl.Program`` from
+binaries), which runs no code generator.
+
+Workers are plain subprocesses, not ``multiprocessing``: a spawned
+``multiprocessing`` child re-imports the user's ``__main__``, so a script
+calling ``pa.build`` at top level without a main guard would build again in
+every child.  A worker that dies (a signal, an exit) is answered as a
+:class:`CompilerCrash` with the tail of its stderr (LLVM's message), and the
+next request starts a fresh one.  ``POLYAD_ISOLATE_BUILDS=0`` compiles in the
+calling process instead (debugging).
+"""
+
+import atexit
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ..errors import BuildError
+
+_TIMEOUT_S = float(os.environ.get("POLYAD_BUILD_TIMEOUT", "600"))
+_DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
+
+
+class CompilerCrash(BuildError):
+    """The OpenCL compiler took its process down (a signal or an exit) or did not finish in time."""
+
+
+def isolated():
+    """True unless POLYAD_ISOLATE_BUILDS=0: cold compiles run in worker processes."""
+    return os.environ.get("POLYAD_ISOLATE_BUILDS", "1").strip() not in ("0", "false", "no")
+
+
+# ---------------------------------------------------------------------------------------------
+# the job, as both sides see it
+# ---------------------------------------------------------------------------------------------
+def make_job(source, device_key, options=(), launches=()):
+    """A compile request: the source, the device, the build options and the kernels' launches.
+
+    ``launches``: per kernel ``(name, [(nbytes, dtype) per argument], global_size, local_size)``;
+    the worker checks that every kernel exists and launches each once.
+    """
+    return {"source": source, "device": device_key, "options": list(options),
+            "launches": [[n, [list(a) for a in args], list(g), None if l is None else list(l)]
+                         for n, args, g, l in launches]}
+
+
+def compile_job(job, device=None):
+    """Do ``job`` in this process: the binary (bytes), or BuildError with the source and the log."""
+    import numpy as np
+    import pyopencl as cl
+
+    from .cache import compile_source
+    from .device import device_state, find_by_key
+
+    device = device if device is not None else find_by_key(job["device"])
+    state = device_state(device)
+    source, options = job["source"], tuple(job["options"])
+    prg = compile_source(source, state.context, device, options)
+    have = set(_kernel_names(prg))
+    missing = [n for n, *_ in job["launches"] if n not in have]
+    if missing:
+        raise BuildError(
+            f"the OpenCL compiler of {device.name.strip()} built the program without its kernels "
+            f"{missing[:4]} (they use something it cannot compile)", source=source, log=_build_log(prg, device))
+    total = sum(nb for _, args, _, _ in job["launches"] for nb, _ in args)
+    if job["launches"] and total <= _DRY_RUN_BYTES:
+        bufs = {}
+        for name, args, gsize, lsize in job["launches"]:
+            kernel = cl.Kernel(prg, name)
+            cl_args = []
+            for nbytes, dtype in args:
+                key = (nbytes, dtype)
+                if key not in bufs:  # ones: every index, divisor and pointer they make stays valid
+                    host = np.ones(max(1, nbytes // np.dtype(dtype).itemsize), dtype=dtype)
+                    bufs[key] = cl.Buffer(state.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                          hostbuf=host)
+                cl_args.append(bufs[key])
+            kernel.set_args(*cl_args)
+            cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
+        state.queue.finish()
+    binaries = prg.get_info(cl.program_info.BINARIES)
+    return bytes(binaries[0]) if binaries else b""
+
+
+def _kernel_names(prg):
+    import pyopencl as cl
+
+    try:
+        return [n for n in prg.get_info(cl.program_info.KERNEL_NAMES).split(";") if n]
+    except Exception:  # noqa: BLE001 - a program with no kernels reads as an error on some drivers
+        return []
+
+
+def _build_log(prg, device):
+    import pyopencl as cl
+
+    try:
+        return prg.get_build_info(device, cl.program_build_info.LOG)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# the worker process
+# ---------------------------------------------------------------------------------------------
+def _worker():
+    """Answer one JSON request per stdin line with one JSON line on stdout."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing else may write into the answer channel
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        try:
+            binary = compile_job(job)
+            ans = {"ok": True, "binary": base64.b64encode(binary).decode()}
+        except BuildError as e:
+            ans = {"ok": False, "message": str(e), "log": e.log or ""}
+        except Exception as e:  # noqa: BLE001 - everything else is a failed build too, with its message
+            ans = {"ok": False, "message": f"{type(e).__name__}: {e}", "log": str(e)}
+        out.write(json.dumps(ans) + "\n")
+        out.flush()
+
+
+class Worker:
+    """One worker process (started on the first request, replaced after a crash)."""
+
+    def __init__(self):
+        self.proc = None
+        self.err = None
+        self.lock = threading.Lock()
+
+    def _start(self):
+        self.err = tempfile.TemporaryFile("w+b")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "polyad.runtime.builder"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, env=env)
+
+    def compile(self, job, timeout=_TIMEOUT_S):
+        """The binary of ``job``; BuildError when it does not compile, CompilerCrash when the worker dies."""
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            start = self.err.tell() if self.err else 0
+            try:
+                self.proc.stdin.write((json.dumps(job) + "\n").encode())
+                self.proc.stdin.flush()
+                line = _readline(self.proc, timeout)
+            except (BrokenPipeError, OSError):
+                line = b""
+            except TimeoutError:
+                self.close()
+                raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
+                                    "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
+            if not line:
+                why = self._crash(start)
+                raise CompilerCrash(why, source=job["source"], log=why)
+        ans = json.loads(line)
+        if ans["ok"]:
+            return base64.b64decode(ans["binary"])
+        raise BuildError(ans["message"], source=job["source"], log=ans.get("log", ""))
+
+    def _crash(self, start):
+        rc = None
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.err.seek(start)
+        text = self.err.read().decode(errors="replace")
+        self.err.seek(0, 2)
+        self.proc = None
+        if rc is not None and rc < 0:
+            try:
+                how = signal.Signals(-rc).name
+            except ValueError:
+                how = f"signal {-rc}"
+        else:
+            how = f"exit status {rc}"
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        msg = [ln for ln in lines if "error" in ln.lower()] or lines
+        return f"the OpenCL compiler crashed its process ({how})" + (f": {msg[-1][:400]}" if msg else "")
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+            self.proc = None
+
+
+def _readline(proc, timeout):
+    """One line of the worker's stdout within ``timeout`` seconds (b"" when it closed)."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if sel.select(left):
+                return proc.stdout.readline()
+    finally:
+        sel.close()
+
+
+_WORKER = Worker()
+atexit.register(_WORKER.close)
+
+
+def compile_isolated(job):
+    """The binary of ``job``, compiled in the worker process."""
+    return _WORKER.compile(job)
+
+
+if __name__ == "__main__":
+    _worker()

@@ -1,0 +1,148 @@
+"""The device model: what the auto-scheduler's cost model knows about a device.
+
+Every figure is measured on the device (:mod:`polyad.runtime.calibrate`) or
+read from a recorded calibration (a JSON file of :meth:`DeviceModel.to_dict`);
+none is a constant of this module.  :meth:`DeviceModel.from_calibration`
+derives the model from a calibration and the probe's capability set:
+
+- ``widths``: the float32 vector widths the device compiles and computes
+  right (the probe); the cost model never proposes another;
+- ``gflops``: the register-only multiply-add rate at each of those widths;
+  ``vector_width``: the best (the narrowest within 5% of the fastest: less
+  code, fewer registers for the same speed);
+- ``fma_slots``: the fewest independent accumulators that reach 90% of the
+  best rate; ``registers``: the most that still reach 85% (beyond it, spills);
+- ``cache_gbs``, ``dram_gbs``: cache-resident reads and a streaming copy;
+- ``load_rate``: vector loads issued per second by the whole device, taken
+  as its multiply-add instruction rate (two load ports beside two FMA pipes
+  on the x86 cores measured so far);
+- ``launch_s``: one kernel launch; ``local_sizes``: on GPUs, the work-group
+  sizes the copy kernel ran fastest with.
+"""
+
+from dataclasses import asdict, dataclass, fields
+
+from ..errors import DeviceError
+
+MODEL_FORMAT = "polyad-device-model-1"
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What the cost model knows about a device (float32 figures, whole device)."""
+
+    kind: str  # "cpu" or "gpu"
+    cores: int  # compute units
+    widths: tuple  # float32 vector widths that compile and compute correctly
+    gflops: tuple  # ((width, GFLOP/s of independent multiply-adds), ...)
+    vector_width: int  # the best width
+    fma_slots: int  # independent (vector) accumulators that keep the multiply-add pipes busy
+    registers: int  # vector accumulators a work-item holds before spilling
+    cache_gbs: float  # cache-resident read bandwidth
+    dram_gbs: float  # streaming bandwidth
+    load_rate: float  # G vector loads issued per second
+    launch_s: float  # seconds per kernel launch
+    min_parallel: int  # work-items (CPU) or threads (GPU) below which the device idles
+    local_sizes: tuple = ()  # work-group sizes to choose from (empty: the implementation picks)
+    source: str = ""  # where the figures come from
+
+    def __post_init__(self):
+        object.__setattr__(self, "widths", tuple(sorted(int(w) for w in self.widths)))
+        object.__setattr__(self, "gflops", tuple(sorted((int(w), float(g)) for w, g in dict(self.gflops).items())))
+        object.__setattr__(self, "local_sizes", tuple(int(s) for s in self.local_sizes))
+        if 1 not in self.widths:
+            raise DeviceError(f"device model {self.source!r}: scalar code does not work on this device")
+
+    @property
+    def peak_gflops(self):
+        return max(g for _, g in self.gflops)
+
+    def gflops_at(self, width):
+        """GFLOP/s of independent multiply-adds at ``width`` lanes (a width the device lacks: scalar)."""
+        table = dict(self.gflops)
+        return table.get(width) or table.get(1) or self.peak_gflops
+
+    # -- data -----------------------------------------------------------------------------------
+    def to_dict(self):
+        d = asdict(self)
+        d["gflops"] = {str(w): g for w, g in self.gflops}
+        d["widths"] = list(self.widths)
+        d["local_sizes"] = list(self.local_sizes)
+        return {"format": MODEL_FORMAT, **d}
+
+    @classmethod
+    def from_dict(cls, data, where="device model"):
+        if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
+            raise DeviceError(f"{where}: not a polyad device model (format {MODEL_FORMAT!r})")
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except (TypeError, ValueError) as e:
+            raise DeviceError(f"{where}: {e}") from None
+
+    @classmethod
+    def load(cls, path):
+        """A recorded model (a JSON file of :meth:`to_dict`)."""
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as f:
+                return cls.from_dict(json.load(f), where=str(path))
+        except (OSError, ValueError) as e:
+            raise DeviceError(f"cannot read the device model {path}: {e}") from None
+
+    @classmethod
+    def from_calibration(cls, cal, widths=None, source=""):
+        """The model of a calibration (``polyad.runtime.calibrate.measure``'s dict) and the probe's widths."""
+        gpu = cal["kind"] == "gpu"
+        cores = int(cal["compute_units"])
+        measured = {int(w): float(g) for w, g in cal["gflops"].items()}
+        usable = sorted(set(measured) & set(widths if widths is not None else measured)) or [1]
+        table = {w: measured[w] for w in usable if w in measured}
+        best = max(table.values())
+        vector_width = min(w for w in usable if table[w] >= 0.95 * best)
+        accs = {int(a): float(g) for a, g in cal["accumulators"].items()}
+        top = max(accs.values())
+        fma_slots = min(a for a, g in accs.items() if g >= 0.9 * top)
+        registers = max(a for a, g in accs.items() if g >= 0.85 * top)
+        acc_width = int(cal.get("accumulator_width", vector_width))
+        load_rate = accs[max(accs, key=accs.get)] / (2 * acc_width)  # multiply-add instructions per ns
+        return cls(
+            kind="gpu" if gpu else "cpu", cores=cores, widths=tuple(usable), gflops=tuple(table.items()),
+            vector_width=vector_width, fma_slots=fma_slots, registers=registers,
+            cache_gbs=float(cal["cache_gbs"]), dram_gbs=float(cal["stream_gbs"]), load_rate=load_rate,
+            launch_s=float(cal["launch_s"]),
+            min_parallel=cores * 256 if gpu else max(4, 4 * cores),
+            local_sizes=tuple(cal.get("local_sizes", ())) if gpu else (), source=source)
+
+    @classmethod
+    def of(cls, device=None):
+        """The model of ``device``: a DeviceModel as is, a recorded model (dict or JSON path), else the
+        calibrated model of a ``pyopencl.Device`` (None: the default device), measured once and cached.
+
+        The calibration runs kernels: it lives with the runtime, and the build driver
+        (:func:`polyad.pipeline.device_model`) owns it; this is the scheduler's door to it.
+        """
+        if isinstance(device, DeviceModel):
+            return device
+        if isinstance(device, dict):
+            return cls.from_dict(device)
+        if isinstance(device, str) and device.endswith(".json"):
+            return cls.load(device)
+        from ..pipeline import device_model  # noqa: PLC0415 - see the docstring
+
+        return device_model(device)
+
+    def describe(self):
+        rates = ", ".join(f"float{w} {g:.0f}" for w, g in self.gflops)
+        lines = [
+            f"{self.kind}, {self.cores} compute units ({self.source})" if self.source else
+            f"{self.kind}, {self.cores} compute units",
+            f"  multiply-add GFLOP/s: {rates}; best width {self.vector_width}",
+            f"  accumulators: {self.fma_slots} keep the pipes busy, {self.registers} before spills",
+            f"  bandwidth: stream {self.dram_gbs:.1f} GB/s, cache {self.cache_gbs:.0f} GB/s; "
+            f"loads {self.load_rate:.1f} G/s; launch {self.launch_s * 1e6:.0f} us",
+        ]
+        if self.local_sizes:
+            lines.append("  work-group sizes: " + ", ".join(map(str, self.local_sizes)))
+        return "\n".join(lines)
