@@ -336,7 +336,7 @@ def run_workload(name, case, opts, api, log):
     rows = []
     for sched in opts.schedules:
         row = {"workload": name, "schedule": sched, "diff_s": diff, **shared, **residual_names}
-        row.update(_polyad_row(graphs, arrays, ref, sched, api, rep, budget, go))
+        row.update(_polyad_row(graphs, arrays, ref, schedule_spec(sched), api, rep, budget, go))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
@@ -344,6 +344,17 @@ def run_workload(name, case, opts, api, log):
         rows.append(row)
         log(_progress(row))
     return rows
+
+
+def schedule_spec(name):
+    """What a schedule column names: ``naive``, ``auto``, ``auto@MODEL.json`` (the auto-scheduler on a
+    recorded device model: the same run compares it with the device's own calibrated ``auto``), or a
+    schedule / tuning-log path."""
+    if isinstance(name, str) and name.startswith("auto@"):
+        from polyad.schedule import Auto, DeviceModel
+
+        return Auto(DeviceModel.load(name[len("auto@"):]))
+    return name
 
 
 def _polyad_row(graphs, arrays, ref, sched, api, rep, budget, go=attempt):
@@ -466,7 +477,8 @@ def add_arguments(p):
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS), metavar="NAME",
                    help="workloads to run (default: all): " + " ".join(WORKLOADS))
     p.add_argument("--schedule", "--schedules", dest="schedules", nargs="+", default=["naive"], metavar="SCHEDULE",
-                   help="polyad schedules, one row each (naive, auto, or a tuning-log path); default naive")
+                   help="polyad schedules, one row each (naive, auto, auto@MODEL.json: auto on a recorded device "
+                        "model, or a tuning-log path); default naive")
     p.add_argument("--batch", type=int, default=None,
                    help="replace the batch size of batched workloads (a reduced batch for quick runs)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement after a warm-up (median; >= 5 "

@@ -34,14 +34,10 @@ def _calibrate(refresh):
     from .runtime.device import all_devices, describe, device_key
     from .schedule.model import DeviceModel
 
-    try:
-        default = select_device()
-    except Exception:  # noqa: BLE001 - listing still helps when nothing is usable
-        default = None
     for p, d in all_devices():
         key = device_key(d)
         caps = capabilities(d, refresh=refresh)
-        print(("* " if d == default else "  ") + describe(p, d))
+        print(describe(p, d))
         print("    probe: " + caps.describe().replace("\n", "\n    "))
         print(f"    probe record: {records.record_path('devices', 'probe-' + _probe_key(key))}")
         if not caps.usable:
@@ -53,6 +49,12 @@ def _calibrate(refresh):
         model = DeviceModel.from_calibration(cal, caps.widths, source=how)
         print(f"    calibration ({how}, {cal.get('seconds', 0):.1f} s to measure): {_cal_path(key)}")
         print("    " + model.describe().replace("\n", "\n    "))
+    try:
+        default = select_device()
+        print(f"default device: {default.platform.name.strip()} | {default.name.strip()} "
+              "(passes the probe; the fastest such by its calibration)")
+    except Exception as e:  # noqa: BLE001 - the listing above says why
+        print(f"no default device: {e}")
     return 0
 
 

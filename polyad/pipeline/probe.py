@@ -369,11 +369,9 @@ def capabilities(device, refresh=False, hook=None):
             got = _read_caps(path)  # another process probed while this one waited
             if got is not None:
                 return got
-        caps, cal = _measure(device, True, _cal_missing(key) and hook is None, hook=hook)
+        caps, _ = _measure(device, True, False, hook=hook)
         if hook is None:
             records.write(path, caps.to_dict(), "device probe")
-            if cal is not None and "failed" not in cal:
-                records.write(_cal_path(key), dict(cal, device=key), "device calibration")
         return caps
 
 
@@ -389,10 +387,6 @@ def _read_caps(path):
 
 def _cal_path(key):
     return records.record_path("devices", "calibration-" + _cal_key(key))
-
-
-def _cal_missing(key):
-    return records.read(_cal_path(key), "device calibration") is None
 
 
 def calibration(device, refresh=False):

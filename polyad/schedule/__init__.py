@@ -305,6 +305,21 @@ def _wrap(head, names, width=100):
     return lines
 
 
+@dataclass(frozen=True)
+class Auto:
+    """``schedule=Auto(model)``: the auto-scheduler's choice for a given :class:`DeviceModel` (a recorded
+    model, another device's) instead of the device's own calibrated one.  ``"auto"`` is ``Auto`` of
+    the device the build runs on."""
+
+    model: object
+
+    def to_json(self):
+        return json.dumps({"auto": self.model.to_dict()}, sort_keys=True)
+
+    def describe(self):
+        return f"auto with the model {self.model.source or 'given'}"
+
+
 def naive():
     """The correctness baseline: every stage its own kernel, outer loops on the NDRange."""
     return Schedule("naive")
@@ -320,6 +335,12 @@ def resolve(schedule, outputs=None, device=None):
     """
     if isinstance(schedule, Schedule):
         return schedule
+    if isinstance(schedule, Auto):
+        if outputs is None:
+            raise ScheduleError("an Auto schedule needs the graph: resolve(schedule, outputs)")
+        from .auto import auto_schedule
+
+        return auto_schedule(outputs, device=schedule.model)
     if schedule is None or schedule == "naive":
         return naive()
     if isinstance(schedule, str) and schedule == "auto":
@@ -370,6 +391,6 @@ from .model import DeviceModel  # noqa: E402
 from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
-    "Schedule", "StageSchedule", "RFactor", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
+    "Schedule", "StageSchedule", "RFactor", "Auto", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
     "DeviceModel", "inline", "rfactor", "validate", "show",
 ]
