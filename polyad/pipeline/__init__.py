@@ -40,6 +40,7 @@ __all__ = ["build", "generate", "select_device", "device_model", "capabilities",
 
 _SELECTED = {}
 _MODELS = {}
+_WARNED = set()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +202,8 @@ def _within_widths(sched, widths, why=None):
     default = cap(sched.default)
     if not changed and default == sched.default:
         return sched
-    if why is not None:
+    if why is not None and why(changed) not in _WARNED:  # once per process, not at every build
+        _WARNED.add(why(changed))
         warnings.warn(why(changed), RuntimeWarning, stacklevel=3)
     return dataclasses.replace(sched, stages=stages, default=default)
 
