@@ -291,6 +291,13 @@ def build(outputs, inputs, schedule="auto", device=None):
     program, module = _build_with_fallback(outs, ins, schedule, dev, model, single, user_inputs)
     if key is not None:
         store_program(key, program)
+        after = device_model(dev)
+        if after != model and not _needs_model(schedule):
+            # the fallback denied widths, so the next build's key holds the narrower model: a schedule
+            # given as data narrows there to what built here, so that key gets the program too
+            # ("auto" is scheduled again for the narrower model instead)
+            store_program(program_key(key_outputs, ins, schedule, device_key(dev) + "|" + model_token(after)),
+                          program)
     return module
 
 

@@ -61,40 +61,50 @@ def make_job(source, device_key, options=(), launches=()):
 
 def compile_job(job, device=None):
     """Do ``job`` in this process: the binary (bytes), or BuildError with the source and the log."""
-    import numpy as np
     import pyopencl as cl
 
     from .cache import compile_source
     from .device import device_state, find_by_key
 
     device = device if device is not None else find_by_key(job["device"])
+    prg = compile_source(job["source"], device_state(device).context, device, tuple(job["options"]))
+    check_program(prg, job, device)
+    binaries = prg.get_info(cl.program_info.BINARIES)
+    return bytes(binaries[0]) if binaries else b""
+
+
+def check_program(prg, job, device):
+    """BuildError unless built ``prg`` has every kernel ``job`` launches; then launch each once."""
+    import numpy as np
+    import pyopencl as cl
+
+    from .device import device_state
+
     state = device_state(device)
-    source, options = job["source"], tuple(job["options"])
-    prg = compile_source(source, state.context, device, options)
     have = set(_kernel_names(prg))
     missing = [n for n, *_ in job["launches"] if n not in have]
     if missing:
         raise BuildError(
             f"the OpenCL compiler of {device.name.strip()} built the program without its kernels "
-            f"{missing[:4]} (they use something it cannot compile)", source=source, log=_build_log(prg, device))
+            f"{missing[:4]} (they use something it cannot compile)", source=job["source"],
+            log=_build_log(prg, device))
     total = sum(nb for _, args, _, _ in job["launches"] for nb, _ in args)
-    if job["launches"] and total <= _DRY_RUN_BYTES:
-        bufs = {}
-        for name, args, gsize, lsize in job["launches"]:
-            kernel = cl.Kernel(prg, name)
-            cl_args = []
-            for nbytes, dtype in args:
-                key = (nbytes, dtype)
-                if key not in bufs:  # ones: every index, divisor and pointer they make stays valid
-                    host = np.ones(max(1, nbytes // np.dtype(dtype).itemsize), dtype=dtype)
-                    bufs[key] = cl.Buffer(state.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                                          hostbuf=host)
-                cl_args.append(bufs[key])
-            kernel.set_args(*cl_args)
-            cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
-        state.queue.finish()
-    binaries = prg.get_info(cl.program_info.BINARIES)
-    return bytes(binaries[0]) if binaries else b""
+    if not job["launches"] or total > _DRY_RUN_BYTES:
+        return
+    bufs = {}
+    for name, args, gsize, lsize in job["launches"]:
+        kernel = cl.Kernel(prg, name)
+        cl_args = []
+        for nbytes, dtype in args:
+            key = (nbytes, dtype)
+            if key not in bufs:  # ones: every index, divisor and pointer they make stays valid
+                host = np.ones(max(1, nbytes // np.dtype(dtype).itemsize), dtype=dtype)
+                bufs[key] = cl.Buffer(state.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                      hostbuf=host)
+            cl_args.append(bufs[key])
+        kernel.set_args(*cl_args)
+        cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
+    state.queue.finish()
 
 
 def _kernel_names(prg):
@@ -161,12 +171,12 @@ class Worker:
                 self.proc.stdin.write((json.dumps(job) + "\n").encode())
                 self.proc.stdin.flush()
                 line = _readline(self.proc, timeout)
-            except (BrokenPipeError, OSError):
-                line = b""
-            except TimeoutError:
+            except TimeoutError:  # before OSError, its base class: a slow compile is not a dead worker
                 self.close()
                 raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
                                     "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
+            except OSError:  # BrokenPipeError: the worker died before it read the job
+                line = b""
             if not line:
                 why = self._crash(start)
                 raise CompilerCrash(why, source=job["source"], log=why)

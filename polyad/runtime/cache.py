@@ -77,8 +77,8 @@ def get_program(source, device, options=(), launches=()):
             if prg is None:  # a driver that gives no usable binary: compile here (it did not crash there)
                 prg = compile_source(source, ctx, device, options, count=False)
         else:
-            builder.compile_job(job, device)  # the same checks (kernels present, one launch each)
             prg = compile_source(source, ctx, device, options, count=False)
+            builder.check_program(prg, job, device)  # the worker's checks: kernels present, one launch each
         _store(path, prg, cl)
     _MEMORY[key] = prg
     return prg

@@ -1,0 +1,204 @@
+"""Cold compiles in a worker process: a worker that dies is a CompilerCrash and the next job gets a fresh
+one; ``get_program`` compiles through the worker once, then reads its caches; POLYAD_ISOLATE_BUILDS=0."""
+
+import os
+import signal
+import threading
+import uuid
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.errors import BuildError
+from polyad.pipeline import programs
+from polyad.runtime import builder, cache
+from polyad.runtime.device import device_key
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+TRIVIAL = "__kernel void k(__global float *a) { a[get_global_id(0)] = 2.0f; }"
+# spins for as long as a[0] > 0: the worker's trial launch (buffers of ones) never returns
+SPIN = """__kernel void spin(__global volatile float *a) {
+  while (a[0] > 0.0f) { a[1] = a[1] + 1.0f; }
+}"""
+# kernels that take their process down at the worker's trial launch (a[0] == 1 there), from inside it
+# as an LLVM abort would: a store to the unmapped page at 4096, and a trap instruction
+SEGFAULT = """__kernel void boom(__global float *a) {
+  __global float *p = (__global float *)(ulong)(a[0] * 4096.0f);
+  p[get_global_id(0)] = 2.0f;
+}"""
+TRAP = """__kernel void boom(__global float *a) {
+  if (a[0] > 0.0f) __builtin_trap();
+  a[1] = 3.0f;
+}"""
+
+
+def _job(dev, source=TRIVIAL, launches=(("k", [(16, "float32")], (4,), None),)):
+    return builder.make_job(f"// {uuid.uuid4()}\n" + source, device_key(dev), launches=launches)
+
+
+def _unique_graph(tag):
+    """A small graph with stage names no other test uses (a cold program and kernel cache)."""
+    name = f"{tag}_{uuid.uuid4().hex[:8]}"
+    X = pa.placeholder((3, 5), name="X")
+    k = pa.reduce_axis((0, 5), name="k")
+    Y = pa.compute((3,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name=name)
+    arr = np.random.default_rng(2).standard_normal((3, 5)).astype("float32")
+    return Y, [X], [arr]
+
+
+def test_a_job_for_a_device_that_does_not_exist_is_a_build_error_not_a_crash(device):
+    w = builder.Worker()
+    try:
+        job = _job(device)
+        job["device"] = "no platform|no device|nothing"
+        with pytest.raises(BuildError) as info:
+            w.compile(job)
+        assert not isinstance(info.value, builder.CompilerCrash)
+        assert "DeviceError" in str(info.value) and "no device" in str(info.value), str(info.value)
+        assert info.value.source == job["source"]
+        pid = w.proc.pid
+        assert w.proc.poll() is None  # the worker answered and lives on
+        assert w.compile(_job(device))  # the same worker process does the next job
+        assert w.proc.pid == pid
+    finally:
+        w.close()
+    assert w.proc is None
+
+
+def test_a_program_without_its_kernels_is_a_build_error(device):
+    w = builder.Worker()
+    try:
+        with pytest.raises(BuildError, match="without its kernels") as info:
+            w.compile(_job(device, launches=[("absent", [], (1,), None)]))
+        assert not isinstance(info.value, builder.CompilerCrash)
+        with pytest.raises(BuildError) as info:
+            w.compile(_job(device, source="__kernel void k(__global float *a) { a[0] = undefined_thing; }"))
+        assert not isinstance(info.value, builder.CompilerCrash)
+        assert "undefined_thing" in (info.value.log or "") + str(info.value)
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("how", ["SIGSEGV", "SIGILL", "SIGKILL"])
+def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(device, how):
+    """SIGSEGV, SIGILL: the job's kernel takes the worker down at its trial launch; SIGKILL: the worker is
+    killed from outside while it is in a job that never finishes.  (A SIGABRT sent from outside is not
+    a faithful stand-in for LLVM's abort: once LLVM is loaded its handler catches the first one and
+    the worker carries on.  tests/pipeline/test_probe.py has a real abort(), in the probe's child.)"""
+    w = builder.Worker()
+    try:
+        assert w.compile(_job(device))  # the worker is up
+        pid = w.proc.pid
+        boom = [("boom", [(64, "float32")], (1,), None)]
+        timer = None
+        if how == "SIGKILL":
+            job = _job(device, SPIN, launches=[("spin", [(64, "float32")], (1,), None)])
+            timer = threading.Timer(1.0, lambda: os.kill(pid, signal.SIGKILL))
+            timer.start()
+        else:
+            job = _job(device, SEGFAULT if how == "SIGSEGV" else TRAP, launches=boom)
+        try:
+            with pytest.raises(builder.CompilerCrash) as info:
+                w.compile(job, timeout=120)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        msg = str(info.value)
+        assert "crashed its process" in msg and f"({how})" in msg, msg
+        assert info.value.source == job["source"]
+        assert w.proc is None  # the dead worker is forgotten
+        assert w.compile(_job(device))  # a fresh worker
+        assert w.proc.pid != pid
+    finally:
+        w.close()
+
+
+def test_a_worker_killed_between_jobs_is_replaced_silently(device):
+    w = builder.Worker()
+    try:
+        assert w.compile(_job(device))
+        old = w.proc
+        old.kill()
+        old.wait(timeout=10)
+        assert w.compile(_job(device))  # not a crash: nothing was being compiled
+        assert w.proc is not old and w.proc.poll() is None
+    finally:
+        w.close()
+
+
+def test_a_worker_that_does_not_answer_in_time_is_a_compiler_crash(device):
+    w = builder.Worker()
+    try:
+        assert w.compile(_job(device))
+        with pytest.raises(builder.CompilerCrash, match="did not finish in 2 s"):
+            w.compile(_job(device, SPIN, launches=[("spin", [(64, "float32")], (1,), None)]), timeout=2)
+        assert w.proc is None
+        assert w.compile(_job(device))
+    finally:
+        w.close()
+
+
+def test_a_cold_build_compiles_in_the_worker_once_then_reads_the_caches(device, monkeypatch):
+    real = builder.compile_isolated
+    calls = []
+    monkeypatch.setattr(builder, "compile_isolated", lambda job: calls.append(job["source"]) or real(job))
+    Y, ins, arrays = _unique_graph("sumsq_cold")
+    want = pa.evaluate(Y, dict(zip(ins, arrays)))
+    before = cache.STATS.compiles
+    mod = pa.build(Y, ins)
+    np.testing.assert_allclose(mod(*arrays), want, rtol=1e-5, atol=1e-5)
+    assert len(calls) == 1 and calls[0] == mod.source
+    assert cache.STATS.compiles == before + 1
+
+    mod = pa.build(Y, ins)  # this process's caches: neither generated nor compiled again
+    np.testing.assert_allclose(mod(*arrays), want, rtol=1e-5, atol=1e-5)
+    assert len(calls) == 1 and cache.STATS.compiles == before + 1
+
+    cache.clear_memory()
+    programs.clear_memory()
+    hits = cache.STATS.disk_hits
+    mod = pa.build(Y, ins)  # the disk caches: the program record and the binary
+    np.testing.assert_allclose(mod(*arrays), want, rtol=1e-5, atol=1e-5)
+    assert len(calls) == 1 and cache.STATS.compiles == before + 1
+    assert cache.STATS.disk_hits == hits + 1
+
+
+def test_builds_without_isolation_compile_in_this_process(device, monkeypatch):
+    monkeypatch.setenv("POLYAD_ISOLATE_BUILDS", "0")
+    assert not builder.isolated()
+
+    def refuse(job):
+        raise AssertionError("POLYAD_ISOLATE_BUILDS=0 still compiled in the worker")
+
+    monkeypatch.setattr(builder, "compile_isolated", refuse)
+    Y, ins, arrays = _unique_graph("sumsq_inproc")
+    mod = pa.build(Y, ins)
+    np.testing.assert_allclose(mod(*arrays), pa.evaluate(Y, dict(zip(ins, arrays))), rtol=1e-5, atol=1e-5)
+    cache.clear_memory()
+    programs.clear_memory()
+    hits = cache.STATS.disk_hits
+    mod = pa.build(Y, ins)  # the binary it stored loads from disk
+    np.testing.assert_allclose(mod(*arrays), pa.evaluate(Y, dict(zip(ins, arrays))), rtol=1e-5, atol=1e-5)
+    assert cache.STATS.disk_hits == hits + 1
+    # the in-process path checks the kernels too
+    with pytest.raises(BuildError, match="without its kernels"):
+        cache.get_program("// " + uuid.uuid4().hex + "\n" + TRIVIAL, device, (), [("absent", [], (1,), None)])
+
+
+@pytest.mark.parametrize("isolate", ["1", "0"])
+def test_a_cold_program_is_compiled_once_in_either_mode(device, monkeypatch, isolate):
+    """``STATS.compiles`` counts programs compiled from source: one cold program is one compile, whether
+    the worker compiles it or (POLYAD_ISOLATE_BUILDS=0) this process does."""
+    monkeypatch.setenv("POLYAD_ISOLATE_BUILDS", isolate)
+    builds = []
+    real = cache.compile_source
+    monkeypatch.setattr(cache, "compile_source", lambda *a, **k: builds.append(1) or real(*a, **k))
+    before = cache.STATS.compiles
+    source = f"// {uuid.uuid4().hex}\n" + TRIVIAL
+    prg = cache.get_program(source, device, (), [("k", [(16, "float32")], (4,), None)])
+    assert prg is not None
+    # this process compiles it at most once (the worker's compile is in the worker)
+    assert len(builds) <= 1, f"{len(builds)} compiles of one program in this process"
+    assert cache.STATS.compiles == before + 1
