@@ -57,7 +57,7 @@ NUMPY_OPS = {
     "shl": np.left_shift, "shr": np.right_shift,
     "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
-    "sin": np.sin, "cos": np.cos, "erf": lambda x: _erf(x).astype(x.dtype),
+    "sin": np.sin, "cos": np.cos, "erf": lambda x: np.asarray(_erf(x), dtype=np.asarray(x).dtype),
     "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
     "neg": np.negative, "abs": np.abs, "sign": np.sign,
 }
