@@ -77,7 +77,7 @@ def _eval_statement(op, st, values, outs, written, where):
         for k, v in enumerate(st.values):
             val = np.broadcast_to(blk.ev(v, mask), full)
             dtype = op.dtypes[k]
-            target = outs[k][sl]
+            target = outs[k][sl + (...,)]  # a view even of a 0-d output (arr[()] is a scalar copy)
             if st.combiner is None:
                 target[hit] = val[hit].astype(dtype, copy=False)
                 continue
