@@ -5,7 +5,7 @@ The public API (see docs/ and ../shared/DESIGN.md); nothing else lives here.
 
 from . import errors
 from .errors import (
-    ArityError, AxisError, BuildError, DeviceError, DtypeError, EvaluationError, FeedError, IndexingError,
+    ArityError, AxisError, BuildError, DeviceError, DeviceLimitError, DtypeError, EvaluationError, FeedError, IndexingError,
     NotDifferentiableError, OutOfBoundsError, PolyadError, ScheduleError, ShapeError, TuningLogError,
 )
 from .te import (

@@ -67,19 +67,40 @@ def _load_target(target):
 
     path, sep, func = target.rpartition(":")
     if not sep or not path.endswith(".py") or not func:
-        raise PolyadError(f"show: expected FILE.py:FUNC, got {target!r}")
+        raise PolyadError(f"expected FILE.py:FUNC, got {target!r}")
     if not Path(path).is_file():
-        raise PolyadError(f"show: no file {path!r}")
+        raise PolyadError(f"no file {path!r}")
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise PolyadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module: say where it failed, not polyad's traceback
+        raise PolyadError(f"running {path} raised {_where(e, path)}") from None
     fn = getattr(mod, func, None)
     if not callable(fn):
-        raise PolyadError(f"show: {path!r} defines no function {func!r}")
-    res = fn()
+        raise PolyadError(f"{path!r} defines no function {func!r}")
+    try:
+        res = fn()
+    except PolyadError as e:
+        raise PolyadError(f"{func}() in {path}: {type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001
+        raise PolyadError(f"{func}() in {path} raised {_where(e, path)}") from None
     if not (isinstance(res, tuple) and len(res) == 2):
-        raise PolyadError(f"show: {target} must return (output, [inputs to differentiate w.r.t.])")
+        raise PolyadError(f"{target} must return (output, [inputs to differentiate w.r.t.])")
     return res
+
+
+def _where(exc, path):
+    """``ValueError: msg (at FILE:LINE)``: the exception and the deepest line of ``path`` it passed."""
+    import os
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.abspath(f.filename) == os.path.abspath(path)]
+    at = f" (at {path}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{at}"
 
 
 def _show(args):

@@ -59,6 +59,10 @@ class DeviceError(PolyadError, RuntimeError):
     """No OpenCL platform/device, or a device lacking a needed feature."""
 
 
+class DeviceLimitError(DeviceError):
+    """A build over a limit of its device: a buffer over the largest allocation, a work-group too large."""
+
+
 class ScheduleError(PolyadError, ValueError):
     """An illegal or malformed schedule."""
 

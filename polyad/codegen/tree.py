@@ -38,24 +38,15 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly.stage import dim_names, safe_name, statements_of
+from .reserved import is_reserved
 
 KERNEL_MARK = "kernel "
 GRID_MARK = "grid"
 
-_RESERVED = frozenset(
-    """auto break case char const continue default do double else enum extern float for goto if inline int long
-    register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
-    bool uchar ushort uint ulong half size_t ptrdiff_t intptr_t uintptr_t kernel global local constant private
-    true false read_only write_only image1d_t image2d_t image3d_t sampler_t event_t NULL INFINITY NAN
-    exp log log2 log1p sqrt rsqrt tanh sin cos erf floor ceil rint trunc fabs pow fmin fmax min max abs sign
-    isnan select mad fma get_global_id get_local_id get_group_id""".split()
-)
-
-
-def c_identifier(name, used, reserved=_RESERVED):
+def c_identifier(name, used):
     """A C identifier derived from ``name``, not in ``used`` nor reserved; added to ``used``."""
     # ASCII only (OpenCL C), and never an isl keyword: the names also appear in isl strings
-    return safe_name(name, used, lambda b: b in reserved or _looks_generated(b) or b.startswith("pa_"))
+    return safe_name(name, used, lambda b: is_reserved(b) or _looks_generated(b) or b.startswith("pa_"))
 
 
 def _looks_generated(name):

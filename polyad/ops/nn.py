@@ -16,7 +16,7 @@ from ..te.expr import cast, const, reduce_axis, select
 from ..te.expr import max as _max
 from ..te.expr import min as _min
 from ..te.expr import sum as _sum
-from ..te.intrin import exp, log, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
+from ..te.intrin import exp, log, logical_and, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
 from ..te.tensor import compute
 from ._util import check_tensor, conjunction, is_int, normalize_axes, normalize_axis
 from .transform import batch_flatten, pad
@@ -237,13 +237,18 @@ def log_softmax(x, axis=-1):
     )
 
 
-def cross_entropy(logits, labels):
+def cross_entropy(logits, labels, check_labels=True):
     """Mean over the batch of ``-log softmax(logits)[n, labels[n]]``; a 0-d tensor.
 
     ``logits`` is (batch, classes), ``labels`` an integer (batch,) tensor.  The
     target logit is picked by ``sum_c select(labels[n] == c, logits[n, c], 0)``,
-    which keeps every index affine (its gradient is a select, not a scatter);
-    a label outside ``[0, classes)`` therefore contributes no target term.
+    which keeps every index affine (its gradient is a select, not a scatter).
+
+    ``check_labels`` (the default): a label outside ``[0, classes)`` makes the
+    loss and the gradient of its row NaN, in ``pa.evaluate`` and in compiled
+    kernels alike, where PyTorch stops with an assert; never a finite number
+    for an undefined loss.  ``check_labels=False`` drops the check (one select
+    per row less): such a label then contributes no target term.
     """
     op = "cross_entropy"
     check_tensor(logits, op, "logits")
@@ -268,8 +273,18 @@ def cross_entropy(logits, labels):
     )
     b = reduce_axis((0, n), "n")
     inv_n = const(1.0 / n, logits.dtype)
+    if not check_labels:
+        return compute(
+            (), lambda: _sum((m[b] + log(s[b]) - picked[b]) * inv_n, axis=b), name=op, tag="reduction",
+        )
+    # 1/n for a label in range, NaN otherwise: a factor of the row's term, so its gradient is NaN too
+    weight = compute(
+        (n,), lambda i: select(logical_and(labels[i] >= 0, labels[i] < c), inv_n,
+                               const(float("nan"), logits.dtype)),
+        name=f"{op}_label_check", tag="elemwise",
+    )
     return compute(
-        (), lambda: _sum((m[b] + log(s[b]) - picked[b]) * inv_n, axis=b), name=op, tag="reduction",
+        (), lambda: _sum((m[b] + log(s[b]) - picked[b]) * weight[b], axis=b), name=op, tag="reduction",
     )
 
 

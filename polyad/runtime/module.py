@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ..errors import ArityError, BuildError, DeviceError, DtypeError, PolyadError, ShapeError
+from ..errors import ArityError, BuildError, DeviceError, DeviceLimitError, DtypeError, PolyadError, ShapeError
 from ..te.tensor import array_for
 from .cache import get_program
 from .device import device_state, supports_fp64
@@ -47,6 +47,8 @@ class Module:
                 lsize = lsize[: len(gsize)]
                 gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
             plan.append((k, gsize, lsize))
+        # before compiling: a launch over the device's limits fails at call time with a bare pyopencl error
+        check_device_limits(device, _all_tensors(program), plan)
         if cl_program is None:
             # the kernels, their buffers and launch sizes: a cold compile launches each once, in the worker
             launches = [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args],
@@ -60,6 +62,8 @@ class Module:
             except cl.Error as e:
                 raise BuildError(f"the program built for {device.name.strip()} has no kernel {k.name!r} ({e})",
                                  source=program.source, log=str(e)) from None
+            if lsize is not None:
+                _check_kernel_work_group(kernel, k, lsize, device)
             self._launches.append((kernel, k, gsize, lsize))
         self._intermediates = None
 
@@ -129,6 +133,8 @@ class Module:
 
     def time(self, *arrays, repeat=10, warmup=1):
         """Seconds per run (a numpy array of ``repeat`` values), data kept on the device."""
+        _check_count("repeat", repeat, 1)
+        _check_count("warmup", warmup, 0)
         bufs = self.to_device(*arrays)
         for _ in range(warmup):
             self.run(*bufs)
@@ -165,6 +171,8 @@ class Module:
         """
         import pyopencl as cl
 
+        _check_count("repeat", repeat, 1)
+        _check_count("warmup", warmup, 0)
         bufs = self.to_device(*arrays)
         for _ in range(warmup):
             self.run(*bufs)
@@ -225,3 +233,49 @@ def _buffer(b, t):
 
 def _all_tensors(program):
     return list(program.inputs) + list(program.outputs) + list(program.intermediates)
+
+
+def _check_count(name, value, least):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise PolyadError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
+def check_device_limits(device, tensors, plan):
+    """DeviceLimitError naming the tensor or kernel when a buffer or a work-group exceeds ``device``'s limits.
+
+    ``plan``: (KernelLaunch, global size, local size or None) per kernel.  The kernel-specific
+    work-group limit is known only once compiled (:func:`_check_kernel_work_group`).
+    """
+    name = device.name.strip()
+    max_alloc, total_mem = int(device.max_mem_alloc_size), int(device.global_mem_size)
+    for t in tensors:
+        if _nbytes(t) > max_alloc:
+            raise DeviceLimitError(
+                f"tensor {t.name!r} {t.dtype}{list(t.shape)} needs {_nbytes(t)} bytes, over the largest buffer "
+                f"{name} allocates ({max_alloc} bytes, CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
+    total = sum(_nbytes(t) for t in tensors)
+    if total > total_mem:
+        raise DeviceLimitError(f"the build's buffers need {total} bytes together, over the memory of {name} "
+                               f"({total_mem} bytes, CL_DEVICE_GLOBAL_MEM_SIZE)")
+    max_wg, max_items = int(device.max_work_group_size), [int(n) for n in device.max_work_item_sizes]
+    for k, _, lsize in plan:
+        if lsize is None:
+            continue
+        if len(lsize) > len(max_items) or any(n > m for n, m in zip(lsize, max_items)):
+            raise DeviceLimitError(f"kernel {k.name!r} has work-groups of {list(lsize)} work-items, over what "
+                                   f"{name} allows per dimension ({max_items}, CL_DEVICE_MAX_WORK_ITEM_SIZES)")
+        if int(np.prod(lsize)) > max_wg:
+            raise DeviceLimitError(f"kernel {k.name!r} has work-groups of {int(np.prod(lsize))} work-items, over "
+                                   f"the {max_wg} of {name} (CL_DEVICE_MAX_WORK_GROUP_SIZE)")
+
+
+def _check_kernel_work_group(kernel, k, lsize, device):
+    import pyopencl as cl
+
+    try:
+        most = int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))
+    except cl.Error:  # a driver that cannot say: the device-wide check stands
+        return
+    if int(np.prod(lsize)) > most:
+        raise DeviceLimitError(f"kernel {k.name!r} has work-groups of {int(np.prod(lsize))} work-items, over the "
+                               f"{most} {device.name.strip()} can run of this kernel (CL_KERNEL_WORK_GROUP_SIZE)")

@@ -361,13 +361,24 @@ def placeholders(outputs, given=()):
 
 
 def array_for(t, a, what, shape_error, dtype_error):
-    """``a`` as the array of tensor ``t``: lists and scalars take ``t``'s dtype; ``shape_error`` or
-    ``dtype_error`` (an exception class) naming the tensor when the shape or dtype differs.  ``what``
-    names the array in the message ("the fed array")."""
+    """``a`` as the array of tensor ``t``, in native byte order: the one place where arrays given by a
+    user (``pa.evaluate``'s feed, a Module's arguments) are normalised or rejected.
+
+    Lists and scalars take ``t``'s dtype; a non-native byte order (``">f4"``) is swapped, since
+    kernels read the bytes as they lie; ``shape_error`` or ``dtype_error`` (an exception class)
+    names the tensor when the shape or dtype differs, or a list is ragged.  ``what`` names the
+    array in the message ("the fed array").
+    """
     if not isinstance(a, np.ndarray):
-        a = np.asarray(a)
+        try:
+            a = np.asarray(a)
+        except (ValueError, TypeError) as e:  # ragged nesting: numpy's "inhomogeneous shape"
+            raise shape_error(f"input tensor {t.name!r} has shape {t.shape}, but {what} is not a rectangular "
+                              f"array ({str(e).splitlines()[0]})") from None
         if a.dtype.kind == "f" and dt.is_float(t.dtype) or a.dtype.kind in "iu" and dt.is_int(t.dtype):
             a = a.astype(t.dtype)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     if a.shape != t.shape:
         raise shape_error(f"input tensor {t.name!r} has shape {t.shape}, but {what} has shape {a.shape}")
     if a.dtype.name != t.dtype:

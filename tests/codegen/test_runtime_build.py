@@ -203,13 +203,23 @@ def test_each_reduction(reducer, where):
 
 
 def test_wide_index_program_compiles_without_allocating():
-    n = 2**31 + 7  # the buffers are never allocated: building only compiles
+    from polyad.pipeline import generate, select_device
+    from polyad.runtime.cache import get_program
+
+    n = 2**31 + 7  # the buffers are never allocated: the program is only compiled
     X = pa.placeholder((n,), name="X")
     k = pa.reduce_axis((0, 3), name="k")
     Y = pa.compute((n // 3,), lambda i: pa.sum(X[3 * i + k], axis=k), name="Y")
-    mod = pa.build(Y, [X], schedule="naive")  # one work-item per output point
-    assert mod.program.wide_index and "long const gid0" in mod.source
-    assert mod.program.kernels[0].global_size == (n // 3,)
+    prog = generate(Y, [X], "naive")  # one work-item per output point
+    assert prog.wide_index and "long const gid0" in prog.source
+    assert prog.kernels[0].global_size == (n // 3,)
+    dev = select_device()
+    assert get_program(prog.source, dev) is not None  # no launches: nothing allocated
+    if 4 * n > dev.max_mem_alloc_size:  # pa.build says at build time that X cannot be allocated there
+        with pytest.raises(pa.DeviceLimitError, match=r"tensor 'X' float32\[2147483655\] needs 8589934620 bytes"):
+            pa.build(Y, [X], schedule="naive")
+    else:
+        assert pa.build(Y, [X], schedule="naive").program.wide_index
 
 
 def test_profile_times_each_kernel_by_name(opencl):
