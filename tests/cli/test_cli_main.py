@@ -57,3 +57,21 @@ def test_show_prints_the_simplified_gradient_and_its_opencl(tmp_path, capsys):
 def test_show_reports_a_bad_target(tmp_path, capsys):
     assert main(["show", str(tmp_path / "nope.py:f")]) == 2
     assert "no file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("def f(:\n    pass\n", r"bad\.py:1: syntax error"),
+    ("import polyad as pa\nraise RuntimeError('at import')\n", r"running .*bad\.py raised RuntimeError: at import \(at .*bad\.py:2\)"),
+    ("def f():\n    return {}['x']\n", r"f\(\) in .*bad\.py raised KeyError: 'x' \(at .*bad\.py:2\)"),
+    ("import polyad as pa\ndef f():\n    X = pa.placeholder((3,), name='X')\n    return X[0, 1], [X]\n",
+     r"f\(\) in .*bad\.py: IndexingError: tensor 'X'"),
+], ids=["syntax", "import-raises", "function-raises", "polyad-error"])
+def test_show_reports_what_went_wrong_in_the_users_file_without_a_traceback(tmp_path, capsys, text, expected):
+    import re
+
+    f = tmp_path / "bad.py"
+    f.write_text(text)
+    assert main(["show", f"{f}:f"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(expected, err), err
+    assert "Traceback" not in err
