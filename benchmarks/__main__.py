@@ -1,7 +1,10 @@
-"""``python -m benchmarks``: the benchmark suite (see benchmarks/runner.py and docs/benchmarks.md)."""
+"""``python -m benchmarks`` (from a source checkout): an alias of ``polyad bench``, kept for old habits.
+
+The suite is ``polyad.bench`` now (it works from a pip install); this file only forwards to it.
+"""
 
 import sys
 
-from .runner import main
+from polyad.bench.runner import main
 
-sys.exit(main())
+sys.exit(main(prog="python -m benchmarks"))

@@ -141,17 +141,9 @@ def _show(args):
 
 
 def _bench_runner():
-    """benchmarks.runner from the source checkout (the suite is not part of the installed package)."""
-    try:
-        from benchmarks import runner
-    except ImportError:
-        from pathlib import Path
+    """polyad.bench.runner, imported only when `polyad bench` is asked for."""
+    from polyad.bench import runner
 
-        root = Path(__file__).resolve().parent.parent
-        if not (root / "benchmarks" / "runner.py").is_file():
-            raise ImportError("the benchmark suite lives in benchmarks/ of a polyad source checkout; run it there")
-        sys.path.insert(0, str(root))
-        from benchmarks import runner
     return runner
 
 

@@ -7,7 +7,7 @@ import pytest
 import polyad as pa
 from polyad.te.tensor import placeholders
 
-from benchmarks import workloads as wl
+from polyad.bench import workloads as wl
 
 # Every family at tiny shapes, incl. stride/pad/dilation and overlapping/padded pools.
 TINY = {
@@ -108,7 +108,7 @@ def test_max_pool_ties_go_to_the_first_maximum():
 
 def test_strided_conv_backward_visits_only_valid_taps():
     # dilation 1, stride 3, kernel 5: ceil(5/3) = 2 taps per axis, not 5.
-    from benchmarks import handwritten as hw
+    from polyad.bench import handwritten as hw
 
     case = wl.conv2d(batch=1, c_in=1, size=11, c_out=1, k=5, stride=3, pad=1)
     ph = case.placeholders()

@@ -10,8 +10,8 @@ import pytest
 import polyad as pa
 from polyad.cli import main as polyad_main
 
-from benchmarks import report, runner, workloads as wl
-from benchmarks.runner import Cell
+from polyad.bench import report, runner, workloads as wl
+from polyad.bench.runner import Cell
 
 
 def _api(build=runner.EvaluateModule, differentiate=None):

@@ -40,7 +40,7 @@ NO_FLOAT16 = list(TINY)
 
 def _gradient(name):
     """(gradient tensors, inputs + head, case) of workload ``name`` at its TINY shapes."""
-    from benchmarks.workloads import WORKLOADS
+    from polyad.bench.workloads import WORKLOADS
 
     case = WORKLOADS[name].instantiate(**TINY[name])
     ph = case.placeholders()

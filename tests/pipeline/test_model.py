@@ -43,7 +43,7 @@ def _dense_backward(batch, n_in, n_out):
 
 
 def _workload_backward(name, **tiny):
-    from benchmarks.workloads import WORKLOADS
+    from polyad.bench.workloads import WORKLOADS
 
     case = WORKLOADS[name].instantiate(**tiny)
     ph = case.placeholders()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import polyad as pa
-from benchmarks.workloads import WORKLOADS
+from polyad.bench.workloads import WORKLOADS
 from polyad.schedule import DeviceModel, Schedule, StageSchedule, auto_schedule, candidate_space, prepare
 from polyad.schedule.auto import stage_cost, stage_info
 from polyad.te.tensor import PlaceholderOp, walk_ops

@@ -1,4 +1,4 @@
-"""The benchmark harness: ``python -m benchmarks`` and ``polyad bench``.
+"""The benchmark harness: ``polyad bench`` (also ``python -m polyad.bench``).
 
 For each workload, in one process so the ratios are fair: polyad forward and
 backward (autodiff) per schedule, the hand-written TE gradient on the same
@@ -38,7 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: Where a run writes its report unless ``--out`` says otherwise: relative to the current directory,
+#: so that it works the same from a pip install and from a checkout.
+RESULTS_DIR = Path("polyad-bench-results")
 SCHEDULES = ("naive", "auto")
 
 
@@ -436,12 +438,25 @@ def machine_info():
     if os.environ.get("POLYAD_DEVICE"):
         info["POLYAD_DEVICE"] = os.environ["POLYAD_DEVICE"]
     try:
-        root = Path(__file__).resolve().parent.parent
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                        text=True, timeout=10).stdout.strip() or "unknown"
-    except Exception:  # noqa: BLE001
-        info["commit"] = "unknown"
+        from importlib.metadata import version
+
+        info["polyad"] = version("polyad")
+    except Exception:  # noqa: BLE001 - not installed as a distribution (a bare checkout on sys.path)
+        info["polyad"] = "unknown"
+    info["commit"] = _checkout_commit()
     return info
+
+
+def _checkout_commit():
+    """The short commit of the source checkout polyad is imported from; "none" for an installed copy."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return "none (installed package)"
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001
+        return "unknown"
 
 
 # ----------------------------------------------------------------------------- the run
@@ -471,7 +486,7 @@ def to_json(result):
 
 
 def add_arguments(p):
-    """The options of ``python -m benchmarks`` and ``polyad bench``."""
+    """The options of ``polyad bench`` and ``python -m polyad.bench``."""
     from .workloads import WORKLOADS
 
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS), metavar="NAME",
@@ -494,14 +509,15 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-torch", dest="torch", action="store_false", help="skip the PyTorch column")
     p.add_argument("--no-plot", dest="plot", action="store_false", help="skip the matplotlib bar chart")
-    p.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default benchmarks/results)")
+    p.add_argument("--out", type=Path, default=RESULTS_DIR,
+                   help=f"folder for the report (markdown, JSON, PNG, HTML); default ./{RESULTS_DIR}, created if needed")
     p.add_argument("--keep-cache", action="store_true",
                    help="use the usual kernel cache (default: a fresh POLYAD_CACHE_DIR, so 'cold' builds are cold)")
     return p
 
 
-def main(argv=None):
-    p = add_arguments(argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0]))
+def main(argv=None, prog="python -m polyad.bench"):
+    p = add_arguments(argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0]))
     return run_cli(p.parse_args(argv))
 
 

@@ -1,6 +1,6 @@
 """GFLOP/s of single dense/conv backward stages under hand-written loop schedules.
 
-    python -m benchmarks.bench_kernels [--only dX,dW] [--repeat 20] [--quick]
+    python -m polyad.bench.bench_kernels [--only dX,dW] [--repeat 20] [--quick]
 
 Each stage is built alone with ``pa.build(stage, inputs, schedule=...)`` for a
 few (tile, vectorize, unroll) choices, checked against numpy, then timed on

@@ -1,6 +1,6 @@
 """What compiling in a worker process costs: cold and warm builds, isolated and in-process.
 
-``python -m benchmarks.bench_isolation [--repeat 3]`` runs each configuration in a fresh
+``python -m polyad.bench.bench_isolation [--repeat 3]`` runs each configuration in a fresh
 process with an empty kernel cache (the device's probe and calibration stay cached) and prints
 a markdown table: the first cold build of a process (it starts the worker), a second cold build
 (the worker is warm), a warm build from this process's memory, and a warm build from the disk

@@ -1,6 +1,6 @@
 """Differentiation time of the depth-n chain y = x*(x*(x*...)), each level its own stage.
 
-    python benchmarks/bench_chain_autodiff.py [--size 1000] [--depths 50 100 200 400 800 1600]
+    python -m polyad.bench.bench_chain_autodiff [--size 1000] [--depths 50 100 200 400 800 1600]
 
 Prints, per depth, the time pa.differentiate takes and the number of expression
 nodes the gradient adds; both grow linearly with the depth (memoised rules,
@@ -8,17 +8,13 @@ hash-consed nodes, one adjoint-sum stage for x however many consumers it has).
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import polyad as pa  # noqa: E402
-from polyad.te.tensor import ComputeOp, walk_ops  # noqa: E402
-from polyad.te.visit import post_order  # noqa: E402
+import polyad as pa
+from polyad.te.tensor import ComputeOp, walk_ops
+from polyad.te.visit import post_order
 
 
 def chain(depth, size, dtype="float32"):
