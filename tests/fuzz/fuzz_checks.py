@@ -46,6 +46,10 @@ def check_gradient(spec, seed=0, rtol=1e-4, atol=1e-5):
     h = random_array(rng, Y.shape, "float64")
     feed = _feed(ctx, arrays)
     got = pa.evaluate(grads, {**feed, H: h})
+    # the unsimplified gradients (optimize=False: no isl) give the same numbers
+    plain = pa.evaluate(list(pa.differentiate(Y, wrt, H, optimize=False)), {**feed, H: h})
+    for x, g, p in zip(wrt, got, plain):
+        np.testing.assert_allclose(g, p, rtol=1e-9, atol=1e-12, err_msg=f"d/d{x.name}: optimize=True vs False\n{spec!r}")
 
     def f(fd):
         return float(np.sum(h * pa.evaluate([Y], fd)[0]))
@@ -112,7 +116,8 @@ def random_schedule(draw, outs):
     """A schedule drawn from ``candidate_space``: some inlines and rfactors, then a candidate per stage."""
     from hypothesis import strategies as st
 
-    from polyad.schedule import Schedule, candidate_space
+    from polyad.schedule import Schedule, candidate_space, prepare
+    from polyad.te.tensor import ComputeOp, walk_ops
 
     space = candidate_space(outs)
     inline = frozenset(n for n in space.inline if draw(st.booleans()))
@@ -122,8 +127,14 @@ def random_schedule(draw, outs):
         if f is not None:
             rfactor[n] = f
     graph = Schedule("graph", inline=inline, rfactor=rfactor)
+    g, _ = prepare(outs, graph)
+    bool_stages = {op.name for op in walk_ops(g) if isinstance(op, ComputeOp)
+                   and any(op.output_dtype(i) == "bool" for i in range(op.num_outputs))}
     stages = {}
     for n, cands in sorted(candidate_space(outs, schedule=graph).stages.items()):
+        if n in bool_stages:  # the space offers vectors there, codegen refuses them: see
+            # test_candidate_space_offers_only_legal_vectors_for_a_bool_stage (xfail, polyad/schedule's to fix)
+            cands = [c for c in cands if c.vectorize == 1]
         if cands and draw(st.booleans()):
             stages[n] = draw(st.sampled_from(cands))
     return Schedule("fuzz", stages=stages, inline=inline, rfactor=rfactor)

@@ -26,3 +26,18 @@ def test_evaluate_polyhedral_gradient_of_a_scalar_input():
     (dx,) = pa.evaluate([dX], {X: x, H: h})
     n = np.linalg.norm(x)
     np.testing.assert_allclose(dx, h / n - x * np.sum(h * x) / n**3)
+
+
+@pytest.mark.xfail(strict=True, raises=pa.ScheduleError,
+                   reason="polyad/schedule (not this fuzzer's to fix): candidate_space offers vectorized candidates "
+                          "for a bool stage, which codegen rejects ('bool outputs cannot be vectorized')")
+def test_candidate_space_offers_only_legal_vectors_for_a_bool_stage():
+    from polyad.schedule import Schedule, candidate_space
+
+    X = pa.placeholder((3, 8), name="X")
+    Y = pa.ops.where(pa.ops.greater(X, 0.0), X, 2.0)
+    space = candidate_space([Y], schedule=Schedule(inline=frozenset()))  # 'greater' stays a stage
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+    for ss in space.stages["greater"]:
+        y = pa.build(Y, [X], schedule=Schedule("s", stages={"greater": ss}))(x)
+        np.testing.assert_array_equal(y, np.where(x > 0, x, 2.0))
