@@ -1,5 +1,12 @@
-"""The benchmark table: markdown, JSON and a bar chart (when matplotlib is installed)."""
+"""The benchmark report: markdown, JSON, plots (PNG, when matplotlib is installed) and an HTML page.
 
+The HTML page is one self-contained file (the table, the notes and the plots, embedded as PNG data
+URIs, no script, no network): open it in a browser, or mail it.
+"""
+
+import base64
+import html
+import io
 import time
 from pathlib import Path
 
@@ -53,51 +60,74 @@ def fmt(cell, kind):
     return s + ("*" if cell.note else "")
 
 
+def _title(m):
+    version = f" {m['polyad']}" if m.get("polyad") else ""
+    return f"polyad{version} benchmark, {m.get('date_utc', '?')}, commit {m.get('commit', '?')}"
+
+
+def _machine_line(m):
+    return (f"Machine: {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, {m.get('platform', '?')}; "
+            f"OpenCL: {m.get('opencl', '?')}; numpy {m.get('numpy', '?')}; torch {m.get('torch', '?')}.")
+
+
+def _options_line(o):
+    return (f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
+            f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
+            f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement"
+            f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.")
+
+
+def _backend_warning(o):
+    if o.get("backend", "opencl") == "opencl":
+        return None
+    return (f"polyad columns ran on the {o['backend']} backend (numpy interpreter), not OpenCL: "
+            "their errors are meaningful, their times are not polyad's.")
+
+
+def _explanation():
+    return ("Ratios are polyad's backward time over the other's (above 1: polyad is slower). Every backward is timed "
+            "alone, with the forward's values saved beforehand: polyad's (autodiff and hand TE, `Module.time`) is fed "
+            "`pa.residuals(grads, [H])`, computed by a forward module outside the timing, as numpy and torch reuse their "
+            "saved activations. bwd recompute ms: the autodiff gradient built from the forward inputs and H alone, "
+            "recomputing the forward values it reads. Errors (of the fed modules): max|g - ref| / max|ref| "
+            f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
+
+
+def _footnotes(result):
+    """(residuals fed: {workload: {who: names}}, capped-run notes, full n/a reasons: {reason: {workload}})."""
+    fed, notes, reasons = {}, [], {}
+    for row in result["rows"]:
+        for key, who in (("residuals", "autodiff"), ("hand_residuals", "hand TE")):
+            if isinstance(row.get(key), str):
+                fed.setdefault(row["workload"], {})[who] = row[key]
+        for key, _, _ in COLUMNS:
+            c = row.get(key, "")
+            if isinstance(c, Cell) and c.note:
+                notes.append(f"{row['workload']} [{row['schedule']}] {key}: {c.note}")
+            if isinstance(c, Cell) and not c.ok and len(c.na) > NA_WIDTH and not c.na.startswith("needs"):
+                reasons.setdefault(c.na, {}).setdefault(row["workload"], None)
+    return fed, notes, reasons
+
+
 def markdown(result):
     """The table, the machine it ran on, and the notes (full n/a reasons, capped runs)."""
     m = result["machine"]
     o = result["options"]
     lines = [
-        f"polyad benchmark, {m.get('date_utc', '?')}, commit {m.get('commit', '?')}",
+        _title(m),
         "",
-        f"Machine: {m.get('cpu', '?')}, {m.get('cpus', '?')} CPUs, {m.get('platform', '?')}; "
-        f"OpenCL: {m.get('opencl', '?')}; numpy {m.get('numpy', '?')}; torch {m.get('torch', '?')}.",
-        f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
-        f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
-        f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement"
-        f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.",
+        _machine_line(m),
+        _options_line(o),
         "",
         "| " + " | ".join(h for _, h, _ in COLUMNS) + " |",
         "|" + "|".join("---" if k in ("workload", "schedule") else "---:" for k, _, _ in COLUMNS) + "|",
     ]
-    if o.get("backend", "opencl") != "opencl":
-        lines[-2:-2] = [f"**polyad columns ran on the {o['backend']} backend (numpy interpreter), not OpenCL: "
-                        "their errors are meaningful, their times are not polyad's.**", ""]
-    notes, reasons = [], {}
+    if _backend_warning(o):
+        lines[-2:-2] = [f"**{_backend_warning(o)}**", ""]
     for row in result["rows"]:
-        cells = []
-        for key, _, kind in COLUMNS:
-            c = row.get(key, "")
-            cells.append(fmt(c, kind))
-            if isinstance(c, Cell) and c.note:
-                notes.append(f"{row['workload']} [{row['schedule']}] {key}: {c.note}")
-            if isinstance(c, Cell) and not c.ok and len(c.na) > NA_WIDTH and not c.na.startswith("needs"):
-                reasons.setdefault(c.na, {}).setdefault(row["workload"], None)
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Ratios are polyad's backward time over the other's (above 1: polyad is slower). Every backward is timed "
-        "alone, with the forward's values saved beforehand: polyad's (autodiff and hand TE, `Module.time`) is fed "
-        "`pa.residuals(grads, [H])`, computed by a forward module outside the timing, as numpy and torch reuse their "
-        "saved activations. bwd recompute ms: the autodiff gradient built from the forward inputs and H alone, "
-        "recomputing the forward values it reads. Errors (of the fed modules): max|g - ref| / max|ref| "
-        f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.",
-    ]
-    fed = {}
-    for row in result["rows"]:
-        for key, who in (("residuals", "autodiff"), ("hand_residuals", "hand TE")):
-            if isinstance(row.get(key), str):
-                fed.setdefault(row["workload"], {})[who] = row[key]
+        lines.append("| " + " | ".join(fmt(row.get(key, ""), kind) for key, _, kind in COLUMNS) + " |")
+    lines += ["", _explanation()]
+    fed, notes, reasons = _footnotes(result)
     if fed:
         lines += ["", "Residuals fed to the backward (computed tensors of the gradient graph that do not depend on H):"]
         lines += [f"- {w}: " + "; ".join(f"{who}: {names}" for who, names in d.items()) for w, d in fed.items()]
@@ -108,8 +138,8 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
-def bar_chart(result, path):
-    """Grouped bars of backward ms per workload (log scale); None without matplotlib."""
+def _pyplot():
+    """matplotlib.pyplot on the Agg backend, or None when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -117,35 +147,181 @@ def bar_chart(result, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    rows = result["rows"]
-    workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    series = {}
-    for r in rows:
-        for label, key in ((f"polyad autodiff ({r['schedule']})", "bwd_ms"), (f"hand TE ({r['schedule']})", "hand_ms"),
-                           ("numpy", "numpy_ms"), ("torch", "torch_ms")):
-            c = r.get(key)
-            if isinstance(c, Cell) and c.ok:
-                series.setdefault(label, {})[r["workload"]] = c
+    return plt
+
+
+def _grouped_bars(plt, workloads, series, ylabel, title, one_line=False):
+    """A figure of grouped bars (one group per workload, one bar per series), log scale; None if empty."""
+    if not series:
+        return None
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(workloads) + 2), 4.5))
     width = 0.8 / max(1, len(series))
     for i, (label, vals) in enumerate(series.items()):
         xs = [j + i * width for j, w in enumerate(workloads) if w in vals]
         ys = [vals[w].value for w in workloads if w in vals]
         ax.bar(xs, ys, width, label=label)
+    if one_line:
+        ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(workloads))])
     ax.set_xticklabels(workloads, rotation=30, ha="right")
     ax.set_yscale("log")
-    ax.set_ylabel("backward ms (median, log scale)")
-    ax.set_title(f"polyad benchmarks, {result['machine'].get('date_utc', '')}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _series(result, columns):
+    """{label: {workload: Cell}} of the measured cells of ``columns`` ((label(schedule), key), ...)."""
+    series = {}
+    for r in result["rows"]:
+        for label, key in columns:
+            c = r.get(key)
+            if isinstance(c, Cell) and c.ok and c.value > 0:
+                series.setdefault(label(r["schedule"]), {})[r["workload"]] = c
+    return series
+
+
+def _backward_figure(plt, result):
+    series = _series(result, ((lambda s: f"polyad autodiff ({s})", "bwd_ms"), (lambda s: f"hand TE ({s})", "hand_ms"),
+                              (lambda s: "numpy", "numpy_ms"), (lambda s: "torch", "torch_ms")))
+    return _grouped_bars(plt, _workloads(result), series, "backward ms (median, log scale)",
+                         f"polyad benchmarks, {result['machine'].get('date_utc', '')}")
+
+
+def _ratio_figure(plt, result):
+    series = _series(result, ((lambda s: f"vs hand TE ({s})", "autodiff_over_hand"),
+                              (lambda s: f"vs numpy ({s})", "vs_numpy"), (lambda s: f"vs torch ({s})", "vs_torch")))
+    return _grouped_bars(plt, _workloads(result), series, "polyad bwd / other's bwd (log scale)",
+                         "polyad's backward against the others (below 1: polyad is faster)", one_line=True)
+
+
+#: The report's plots: (file suffix, caption, figure builder).
+PLOTS = (
+    ("", "Backward time per workload (median ms, log scale): polyad's autodiff gradient, the same gradient "
+         "written by hand as TE, numpy and torch.", _backward_figure),
+    ("-ratios", "polyad's backward time over each baseline's (log scale; below the line at 1, polyad is faster).",
+     _ratio_figure),
+)
+
+
+def _workloads(result):
+    return list(dict.fromkeys(r["workload"] for r in result["rows"]))
+
+
+def plots(result):
+    """[(file suffix, caption, PNG bytes)] of the report's plots; None without matplotlib."""
+    plt = _pyplot()
+    if plt is None:
+        return None
+    out = []
+    for suffix, caption, build in PLOTS:
+        fig = build(plt, result)
+        if fig is None:  # nothing measured to plot
+            continue
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        plt.close(fig)
+        out.append((suffix, caption, buf.getvalue()))
+    return out
+
+
+def bar_chart(result, path):
+    """The bar chart of backward ms per workload (log scale) as a PNG at ``path``; None without matplotlib."""
+    plt = _pyplot()
+    fig = _backward_figure(plt, result) if plt is not None else None
+    if fig is None:
+        return None
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
+# ----------------------------------------------------------------------------- the HTML page
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+p.meta { color: #444; font-size: 0.9em; max-width: 80em; }
+p.warning { background: #fff3cd; padding: 0.5em; }
+div.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; white-space: nowrap; }
+th { background: #f0f0f0; position: sticky; top: 0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.na { color: #888; font-style: italic; }
+td.flag { background: #fdd; font-weight: bold; }
+tbody tr:nth-child(even) { background: #fafafa; }
+figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #444; }
+"""
+
+
+def _html_cell(row, key, kind):
+    c = row.get(key, "")
+    text = html.escape(fmt(c, kind))
+    if not isinstance(c, Cell):
+        return f"<td>{text}</td>"
+    if not c.ok:
+        return f'<td class="na" title="{html.escape(c.na, quote=True)}">{text}</td>'
+    cls = "num flag" if kind == "e" and c.value > ERR_FLAG else "num"
+    title = f' title="{html.escape(c.note, quote=True)}"' if c.note else ""
+    return f'<td class="{cls}"{title}>{text}</td>'
+
+
+def html_page(result, images=(), files=(), plot_note=None):
+    """The report as one self-contained HTML page: the table, the notes, and ``images``
+    ([(caption, PNG bytes)]) embedded as data URIs; ``files``: names of the report's other files
+    (links relative to the page), ``plot_note``: said where the plots would be (e.g. matplotlib missing)."""
+    m, o = result["machine"], result["options"]
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{e(_title(m))}</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
+           f"<h1>{e(_title(m))}</h1>",
+           f'<p class="meta">{e(_machine_line(m))}<br>{e(_options_line(o))}</p>']
+    if _backend_warning(o):
+        out.append(f'<p class="warning">{e(_backend_warning(o))}</p>')
+    out += ['<div class="scroll">', '<table id="results">', "<thead><tr>"]
+    out += [f'<th scope="col">{e(h)}</th>' for _, h, _ in COLUMNS]
+    out += ["</tr></thead>", "<tbody>"]
+    for row in result["rows"]:
+        out.append("<tr>" + "".join(_html_cell(row, key, kind) for key, _, kind in COLUMNS) + "</tr>")
+    out += ["</tbody>", "</table>", "</div>", f'<p class="meta">{e(_explanation())}</p>']
+    fed, notes, reasons = _footnotes(result)
+    if fed:
+        out.append("<h2>Residuals fed to the backward</h2>")
+        out.append("<p>Computed tensors of the gradient graph that do not depend on H.</p><ul>")
+        out += [f"<li>{e(w)}: " + "; ".join(f"{e(who)}: {e(names)}" for who, names in d.items()) + "</li>"
+                for w, d in fed.items()]
+        out.append("</ul>")
+    if notes:
+        out += ["<h2>* fewer runs than asked</h2>", "<ul>"] + [f"<li>{e(n)}</li>" for n in notes] + ["</ul>"]
+    if reasons:
+        out += ["<h2>Full n/a reasons</h2>", "<ul>"]
+        out += [f"<li>{e(r)} ({e(', '.join(w))})</li>" for r, w in reasons.items()] + ["</ul>"]
+    if images or plot_note:
+        out.append("<h2>Plots</h2>")
+    for caption, png in images:
+        data = base64.b64encode(png).decode("ascii")
+        out += ["<figure>", f'<img src="data:image/png;base64,{data}" alt="{e(caption, quote=True)}">',
+                f"<figcaption>{e(caption)}</figcaption>", "</figure>"]
+    if plot_note:
+        out.append(f"<p>{e(plot_note)}</p>")
+    if files:
+        out += ["<h2>Files of this run</h2>", "<ul>"]
+        out += [f'<li><a href="{e(name, quote=True)}">{e(name)}</a></li>' for name in files] + ["</ul>"]
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"
+
+
 def write(result, out_dir, plot=True):
-    """bench-<stamp>.md / .json (/ .png) under out_dir; returns the paths written."""
+    """bench-<stamp>.md / .json / .html (and the plots' .png) under out_dir; returns the paths written.
+
+    The plots need matplotlib (``pip install "polyad[bench]"``); without it, or with ``plot=False``,
+    the page says why it has none.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -153,8 +329,22 @@ def write(result, out_dir, plot=True):
     paths = [base.with_suffix(".md"), base.with_suffix(".json")]
     paths[0].write_text(markdown(result))
     paths[1].write_text(to_json(result) + "\n")
+    images, plot_note = [], None
     if plot:
-        png = bar_chart(result, base.with_suffix(".png"))
-        if png:
-            paths.append(png)
+        made = plots(result)
+        if made is None:
+            plot_note = 'No plots: they need matplotlib (pip install "polyad[bench]").'
+        else:
+            for suffix, caption, png in made:
+                path = out_dir / f"{base.name}{suffix}.png"
+                path.write_bytes(png)
+                paths.append(path)
+                images.append((caption, png))
+            if not made:
+                plot_note = "No plots: no backward time was measured."
+    else:
+        plot_note = "No plots (--no-plot)."
+    page = base.with_suffix(".html")
+    page.write_text(html_page(result, images, [p.name for p in paths], plot_note), encoding="utf-8")
+    paths.append(page)
     return paths

@@ -508,7 +508,8 @@ def add_arguments(p):
                         "error columns without OpenCL (its times are not polyad's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-torch", dest="torch", action="store_false", help="skip the PyTorch column")
-    p.add_argument("--no-plot", dest="plot", action="store_false", help="skip the matplotlib bar chart")
+    p.add_argument("--no-plot", dest="plot", action="store_false",
+                   help="skip the plots (PNG files, and in the HTML page); they need matplotlib")
     p.add_argument("--out", type=Path, default=RESULTS_DIR,
                    help=f"folder for the report (markdown, JSON, PNG, HTML); default ./{RESULTS_DIR}, created if needed")
     p.add_argument("--keep-cache", action="store_true",
@@ -543,7 +544,16 @@ def run_cli(opts):
                     os.environ["POLYAD_CACHE_DIR"] = old
     paths = report.write(result, opts.out, plot=opts.plot)
     print(report.markdown(result))
-    for p in paths:
-        print(f"wrote {p}", file=sys.stderr)
+    print(where_written(paths))
     return 0
+
+
+def where_written(paths):
+    """What a run says about its report: the folder, each file, and the page to open in a browser."""
+    paths = [Path(p).resolve() for p in paths]
+    lines = [f"Report written to {paths[0].parent}/:"] + [f"  {p.name}" for p in paths]
+    page = [p for p in paths if p.suffix == ".html"]
+    if page:
+        lines.append(f"Open {page[0].as_uri()} in a browser for the table and the plots.")
+    return "\n".join(lines)
 

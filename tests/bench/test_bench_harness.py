@@ -179,7 +179,7 @@ def test_markdown_and_json(tmp_path):
     assert "5.0e-03 (!)" in row and "Test CPU" in md and "3 runs (x)" in md
     assert "- pa.build is being written; long" in md  # the full reason, below the table
     paths = report.write(res, tmp_path, plot=False)
-    assert sorted(p.suffix for p in paths) == [".json", ".md"]
+    assert [p.suffix for p in paths] == [".md", ".json", ".html"]
     data = json.loads(paths[1].read_text())
     assert data["rows"][0]["bwd_ms"] == {"value": 2.5, "na": None, "note": "3 runs (x)"}
     assert data["rows"][0]["hand_ms"]["na"].startswith("pa.build is being written")
@@ -189,8 +189,9 @@ def test_markdown_and_json(tmp_path):
 def test_bar_chart(tmp_path):
     pytest.importorskip("matplotlib")
     paths = report.write(_fake_result(), tmp_path, plot=True)
-    png = [p for p in paths if p.suffix == ".png"]
-    assert png and png[0].read_bytes()[:4] == b"\x89PNG"
+    png = [p for p in paths if p.suffix == ".png"]  # backward ms, and the ratios
+    assert [p.name[len("bench-YYYYmmdd-HHMMSS"):] for p in png] == [".png", "-ratios.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in png)
 
 
 def test_registry_has_every_workload_with_its_shapes():
@@ -230,8 +231,8 @@ def test_cli_bench_writes_the_table(tmp_path, capsys):
                       "--no-plot", "--out", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "| flatten | naive |" in out
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".md"]
+    assert "| flatten | naive |" in out and f"Report written to {tmp_path.resolve()}/:" in out
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".html", ".json", ".md"]
     with pytest.raises(SystemExit):
         polyad_main(["bench", "--workloads", "no_such_workload"])
 
