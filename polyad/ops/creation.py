@@ -30,17 +30,42 @@ def _fill(name, shape, fill_value, dtype):
 
 
 def full(shape, fill_value, dtype=None):
-    """A tensor of ``shape`` filled with ``fill_value`` (converted to ``dtype`` as numpy's ``astype``)."""
+    """A tensor of ``shape`` filled with ``fill_value`` (converted to ``dtype`` as numpy's ``astype``).
+
+    :param shape: the shape: an int or a tuple of positive ints.
+    :param fill_value: the value: a Python or numpy scalar (not a tensor or an expression).
+    :param dtype: the dtype; None takes the fill value's (bool, int32 or int64 when it does not fit, float32, or a
+        numpy scalar's own dtype).
+    :returns: a new tensor of ``shape`` and that dtype, tagged "elementwise".
+    :raises ShapeError: when ``shape`` is not a tuple of positive integers.
+    :raises DtypeError: when ``fill_value`` is not a Python or numpy scalar, ``dtype`` is not a dtype polyad
+        supports,
+        or the value does not fit an integer ``dtype``.
+    """
     return _fill("full", shape, fill_value, dtype)
 
 
 def zeros(shape, dtype="float32"):
-    """A tensor of zeros."""
+    """A tensor of zeros.
+
+    :param shape: the shape: an int or a tuple of positive ints.
+    :param dtype: the dtype (float32 by default).
+    :returns: a new tensor of ``shape`` and ``dtype``, tagged "elementwise".
+    :raises ShapeError: when ``shape`` is not a tuple of positive integers.
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports.
+    """
     return _fill("zeros", shape, 0, dtype)
 
 
 def ones(shape, dtype="float32"):
-    """A tensor of ones."""
+    """A tensor of ones.
+
+    :param shape: the shape: an int or a tuple of positive ints.
+    :param dtype: the dtype (float32 by default).
+    :returns: a new tensor of ``shape`` and ``dtype``, tagged "elementwise".
+    :raises ShapeError: when ``shape`` is not a tuple of positive integers.
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports.
+    """
     return _fill("ones", shape, 1, dtype)
 
 
@@ -49,18 +74,38 @@ def _like(name, x):
 
 
 def full_like(x, fill_value, dtype=None):
-    """A tensor of ``x``'s shape (and dtype unless given) filled with ``fill_value``."""
+    """A tensor of ``x``'s shape (and dtype unless given) filled with ``fill_value``.
+
+    :param x: the prototype tensor, whose shape (and dtype) the result takes; its values are not read.
+    :param fill_value: the value: a Python or numpy scalar (not a tensor or an expression).
+    :param dtype: the dtype; None takes ``x``'s.
+    :returns: a new tensor of ``x``'s shape, tagged "elementwise".
+    :raises DtypeError: when ``x`` is not a tensor, ``fill_value`` is not a Python or numpy scalar, ``dtype`` is not
+        a dtype polyad supports, or the value does not fit an integer dtype.
+    """
     x = _like("full_like", x)
     return _fill("full_like", x.shape, fill_value, x.dtype if dtype is None else dtype)
 
 
 def zeros_like(x, dtype=None):
-    """Zeros of ``x``'s shape and dtype (unless given)."""
+    """Zeros of ``x``'s shape and dtype (unless given).
+
+    :param x: the prototype tensor, whose shape (and dtype) the result takes; its values are not read.
+    :param dtype: the dtype; None takes ``x``'s.
+    :returns: a new tensor of ``x``'s shape, tagged "elementwise".
+    :raises DtypeError: when ``x`` is not a tensor or ``dtype`` is not a dtype polyad supports.
+    """
     x = _like("zeros_like", x)
     return _fill("zeros_like", x.shape, 0, x.dtype if dtype is None else dtype)
 
 
 def ones_like(x, dtype=None):
-    """Ones of ``x``'s shape and dtype (unless given)."""
+    """Ones of ``x``'s shape and dtype (unless given).
+
+    :param x: the prototype tensor, whose shape (and dtype) the result takes; its values are not read.
+    :param dtype: the dtype; None takes ``x``'s.
+    :returns: a new tensor of ``x``'s shape, tagged "elementwise".
+    :raises DtypeError: when ``x`` is not a tensor or ``dtype`` is not a dtype polyad supports.
+    """
     x = _like("ones_like", x)
     return _fill("ones_like", x.shape, 1, x.dtype if dtype is None else dtype)

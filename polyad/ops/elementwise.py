@@ -85,17 +85,42 @@ def _bool_or(op, bool_op):
 # -- binary arithmetic ---------------------------------------------------------
 
 def add(x1, x2):
-    """``x1 + x2`` with numpy broadcasting (logical or for bools)."""
+    """``x1 + x2`` with numpy broadcasting (logical or for bools).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("add", (x1, x2), _same, _bool_or("add", "or"))
 
 
 def subtract(x1, x2):
-    """``x1 - x2``; bool operands raise DtypeError (as numpy)."""
+    """``x1 - x2``; bool operands raise DtypeError (as numpy).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        promote to bool.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("subtract", (x1, x2), _no_bool, lambda a, b: binary("sub", a, b))
 
 
 def multiply(x1, x2):
-    """``x1 * x2`` (logical and for bools)."""
+    """``x1 * x2`` (logical and for bools).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("multiply", (x1, x2), _same, _bool_or("mul", "and"))
 
 
@@ -104,32 +129,84 @@ def _div_dtype(t, what):
 
 
 def divide(x1, x2):
-    """True division ``x1 / x2``; integer and bool operands give float64, as numpy."""
+    """True division ``x1 / x2``; integer and bool operands give float64, as numpy.
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted float dtype (float64 for integer and bool
+        operands).
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("divide", (x1, x2), _div_dtype, lambda a, b: binary("div", a, b))
 
 
 def floor_divide(x1, x2):
-    """``x1 // x2``: floor division (Python/numpy semantics, not C truncation)."""
+    """``x1 // x2``: floor division (Python/numpy semantics, not C truncation).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        promote to bool.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("floor_divide", (x1, x2), _no_bool, lambda a, b: binary("floordiv", a, b))
 
 
 def mod(x1, x2):
-    """``x1 % x2``: remainder of floor division, the sign of the divisor (numpy's ``mod``)."""
+    """``x1 % x2``: remainder of floor division, the sign of the divisor (numpy's ``mod``).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        promote to bool.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("mod", (x1, x2), _no_bool, lambda a, b: binary("floormod", a, b))
 
 
 def power(x1, x2):
-    """``x1 ** x2``."""
+    """``x1 ** x2``.
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        promote to bool.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("power", (x1, x2), _no_bool, lambda a, b: binary("pow", a, b))
 
 
 def maximum(x1, x2):
-    """Elementwise maximum (NaN propagates in the numpy oracle)."""
+    """Elementwise maximum (NaN propagates in the numpy oracle).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("maximum", (x1, x2), _same, _bool_or("max", "or"))
 
 
 def minimum(x1, x2):
-    """Elementwise minimum."""
+    """Elementwise minimum.
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("minimum", (x1, x2), _same, _bool_or("min", "and"))
 
 
@@ -140,7 +217,15 @@ def _compare(name, op):
         return _nary(name, (x1, x2), _same, lambda a, b: binary(op, a, b))
 
     f.__name__ = name
-    f.__doc__ = f"``{name}(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first)."
+    f.__doc__ = (
+        f"``{name}(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).\n\n"
+        ":param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
+        ":param x2: the second operand, broadcast with ``x1`` as numpy does.\n"
+        ":returns: a new bool tensor of the broadcast shape.\n"
+        ":raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),\n"
+        "    the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.\n"
+        ":raises ShapeError: when the tensor operands' shapes do not broadcast.\n"
+    )
     return f
 
 
@@ -157,44 +242,102 @@ def _logic_body(op):
 
 
 def logical_and(x1, x2):
-    """Truth of ``x1 and x2`` elementwise (numbers are true when nonzero)."""
+    """Truth of ``x1 and x2`` elementwise (numbers are true when nonzero).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, bool.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("logical_and", (x1, x2), _same, _logic_body("and"))
 
 
 def logical_or(x1, x2):
-    """Truth of ``x1 or x2`` elementwise."""
+    """Truth of ``x1 or x2`` elementwise.
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, bool.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("logical_or", (x1, x2), _same, _logic_body("or"))
 
 
 def logical_not(x):
-    """Truth of ``not x`` elementwise."""
+    """Truth of ``not x`` elementwise.
+
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape, bool.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included), or its dtype is
+        not one polyad supports.
+    """
     return _nary("logical_not", (x,), _same, lambda a: unary("not", _truthy(a)))
 
 
 def left_shift(x1, x2):
-    """``x1 << x2`` on integers."""
+    """``x1 << x2`` on integers.
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        do not promote to an integer dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("left_shift", (x1, x2), _int_only, lambda a, b: binary("shl", a, b))
 
 
 def right_shift(x1, x2):
-    """``x1 >> x2`` on integers (arithmetic for signed, as numpy)."""
+    """``x1 >> x2`` on integers (arithmetic for signed, as numpy).
+
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included), the
+        operands have no common dtype polyad supports, or a scalar does not fit the result dtype; when the operands
+        do not promote to an integer dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     return _nary("right_shift", (x1, x2), _int_only, lambda a, b: binary("shr", a, b))
 
 
 # -- unary -------------------------------------------------------------------------
 
 def negative(x):
-    """``-x``; bool raises DtypeError (as numpy)."""
+    """``-x``; bool raises DtypeError (as numpy).
+
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape, of ``x``'s dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included), or its dtype is
+        not one polyad supports; when ``x`` is bool.
+    """
     return _nary("negative", (x,), _no_bool, lambda a: unary("neg", a))
 
 
 def abs(x):  # noqa: A001 - numpy's name
-    """``|x|`` (bools unchanged)."""
+    """``|x|`` (bools unchanged).
+
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape, of ``x``'s dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included), or its dtype is
+        not one polyad supports.
+    """
     return _nary("abs", (x,), _same, lambda a: a if dt.is_bool(a.dtype) else unary("abs", a))
 
 
 def sign(x):
-    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN); bool raises DtypeError."""
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN); bool raises DtypeError.
+
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape, of ``x``'s dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included), or its dtype is
+        not one polyad supports; when ``x`` is bool.
+    """
     return _nary("sign", (x,), _no_bool, lambda a: unary("sign", a))
 
 
@@ -209,8 +352,22 @@ def _make_float_math(op):
         return _nary(op, (x,), _float_math_dtype, lambda a: unary(op, a))
 
     f.__name__ = op
-    f.__doc__ = f"``{op}(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises."
+    f.__doc__ = (
+        f"``{op}(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.\n\n"
+        ":param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
+        ":returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.\n"
+        ":raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0\n"
+        "    included), or its dtype is not one polyad supports.\n"
+    )
     return f
+
+
+_ROUNDING_FIELDS = (
+    ":param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
+    ":returns: a new tensor of ``x``'s shape and dtype.\n"
+    ":raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included){bool_note},\n"
+    "    or its dtype is not one polyad supports.\n"
+)
 
 
 def _make_rounding(op):
@@ -223,7 +380,10 @@ def _make_rounding(op):
         return _nary(op, (x,), rule, lambda a: unary(op, a) if dt.is_float(a.dtype) else a)
 
     f.__name__ = op
-    f.__doc__ = f"``{op}(x)`` elementwise; integers are returned unchanged (as numpy)."
+    f.__doc__ = (
+        f"``{op}(x)`` elementwise; integers are returned unchanged (as numpy).\n\n"
+        + _ROUNDING_FIELDS.format(bool_note=", ``x`` is bool (``round`` only)" if op == "round" else "")
+    )
     return f
 
 
@@ -231,13 +391,27 @@ for _op in _FLOAT_MATH:
     globals()[_op] = _make_float_math(_op)
 for _op in _ROUNDING:
     globals()[_op] = _make_rounding(_op)
-round.__doc__ = "``round(x)``: round half to even (numpy's ``round``/``rint``); integers unchanged."  # noqa: F821
+round.__doc__ = (  # noqa: F821
+    "``round(x)``: round half to even (numpy's ``round``/``rint``); integers unchanged.\n\n"
+    + _ROUNDING_FIELDS.format(bool_note=", ``x`` is bool")
+)
 
 
 # -- selection, clipping, conversion -------------------------------------------------
 
 def where(condition, x=None, y=None):
-    """``x`` where ``condition`` is true (nonzero), else ``y``; all three broadcast together."""
+    """``x`` where ``condition`` is true (nonzero), else ``y``; all three broadcast together.
+
+    :param condition: the condition: a tensor or a scalar of any dtype (numbers are true when nonzero).
+    :param x: the values where ``condition`` is true: a tensor or a scalar.
+    :param y: the values where ``condition`` is false: a tensor or a scalar.
+    :returns: a new tensor of the broadcast shape of the three, of ``x`` and ``y``'s promoted dtype.
+    :raises ArityError: when ``x`` or ``y`` is missing (numpy's one-argument form, ``nonzero``, has no static
+        shape).
+    :raises DtypeError: when an operand is not a tensor or a scalar, or ``x`` and ``y`` have no common dtype polyad
+        supports.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
     if x is None or y is None:
         raise ArityError("where: needs condition, x and y (the one-argument form, nonzero, has no static shape)")
     what = _what("where", (condition, x, y))
@@ -253,7 +427,16 @@ def where(condition, x=None, y=None):
 
 
 def clip(x, a_min=None, a_max=None):
-    """``minimum(maximum(x, a_min), a_max)``; either bound may be None, bounds may be tensors."""
+    """``minimum(maximum(x, a_min), a_max)``; either bound may be None, bounds may be tensors.
+
+    :param x: the tensor (or scalar) to clip.
+    :param a_min: the lower bound (a tensor or a scalar, broadcast with ``x``), or None for none.
+    :param a_max: the upper bound (a tensor or a scalar, broadcast with ``x``), or None for none.
+    :returns: a new tensor of the broadcast shape, of the promoted dtype of ``x`` and the bounds.
+    :raises DtypeError: when an operand is not a tensor or a scalar, or the operands have no common dtype polyad
+        supports.
+    :raises ShapeError: when ``x`` and tensor bounds do not broadcast.
+    """
     xs = [x] + [b for b in (a_min, a_max) if b is not None]
 
     def body(v, *bounds):
@@ -268,7 +451,14 @@ def clip(x, a_min=None, a_max=None):
 
 
 def cast(x, dtype):
-    """``x.astype(dtype)``: float -> int truncates toward zero, number -> bool is ``x != 0``."""
+    """``x.astype(dtype)``: float -> int truncates toward zero, number -> bool is ``x != 0``.
+
+    :param x: the tensor (or scalar) to convert.
+    :param dtype: the target dtype (``"float32"``, ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a numpy
+        dtype).
+    :returns: a new tensor of ``x``'s shape and dtype ``dtype``.
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports, or ``x`` is not a tensor or a scalar.
+    """
     what = _what("cast", (x,))
     try:
         target = dt.canonical(dtype)

@@ -76,7 +76,17 @@ def _accumulator(x):
 
 
 def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
-    """Sum over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
+    """Sum over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given.
+
+    :param x: the tensor to reduce.
+    :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
+        dtype.
+    :returns: a new tensor of the reduced shape.
+    :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
+    :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
+    """
     x = check_tensor(x, "sum")
     t = _dtype_arg("sum", x, dtype, _accumulator(x))
     return _reduction("sum", x, _axes("sum", x, axis), keepdims,
@@ -84,7 +94,17 @@ def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
 
 
 def prod(x, axis=None, keepdims=False, dtype=None):
-    """Product over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given."""
+    """Product over ``axis``; int32/bool accumulate in int64 unless ``dtype`` is given.
+
+    :param x: the tensor to reduce.
+    :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
+        dtype.
+    :returns: a new tensor of the reduced shape.
+    :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
+    :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
+    """
     x = check_tensor(x, "prod")
     t = _dtype_arg("prod", x, dtype, _accumulator(x))
     return _reduction("prod", x, _axes("prod", x, axis), keepdims,
@@ -92,14 +112,30 @@ def prod(x, axis=None, keepdims=False, dtype=None):
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis`` (any for bool)."""
+    """Maximum over ``axis`` (any for bool).
+
+    :param x: the tensor to reduce.
+    :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :returns: a new tensor of the reduced shape and ``x``'s dtype.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
+    """
     x = check_tensor(x, "max")
     red = _any if dt.is_bool(x.dtype) else (lambda e, axis: _te_max(e, axis=axis))
     return _reduction("max", x, _axes("max", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
 
 
 def min(x, axis=None, keepdims=False):  # noqa: A001
-    """Minimum over ``axis`` (all for bool)."""
+    """Minimum over ``axis`` (all for bool).
+
+    :param x: the tensor to reduce.
+    :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :returns: a new tensor of the reduced shape and ``x``'s dtype.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
+    """
     x = check_tensor(x, "min")
     red = _all if dt.is_bool(x.dtype) else (lambda e, axis: _te_min(e, axis=axis))
     return _reduction("min", x, _axes("min", x, axis), keepdims, lambda e, k: red(e, axis=k), lambda e: e)
@@ -109,6 +145,15 @@ def mean(x, axis=None, keepdims=False, dtype=None):
     """Arithmetic mean over ``axis``: float64 for integer and bool tensors unless ``dtype`` is given.
 
     One stage: the sum of ``x * (1/n)``.
+
+    :param x: the tensor to reduce.
+    :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :param dtype: the float dtype of the computation and the result; None takes ``x``'s for floats, float64
+        otherwise.
+    :returns: a new float tensor of the reduced shape.
+    :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a float dtype polyad supports.
+    :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
     x = check_tensor(x, "mean")
     t = _dtype_arg("mean", x, dtype, x.dtype if dt.is_float(x.dtype) else "float64")
@@ -175,10 +220,26 @@ def _arg(name, reducer, x, axis, keepdims):
 
 
 def argmax(x, axis=None, keepdims=False):
-    """int64 indices of the first maximum along ``axis`` (of the flattened tensor if None)."""
+    """int64 indices of the first maximum along ``axis`` (of the flattened tensor if None).
+
+    :param x: the tensor.
+    :param axis: the one axis to search along (negative counts from the end), or None for the flattened tensor.
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :returns: a new int64 tensor of the reduced shape (row-major flat indices when ``axis`` is None).
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when ``axis`` is not None or one integer, or is out of range for ``x``.
+    """
     return _arg("argmax", _argmax, x, axis, keepdims)
 
 
 def argmin(x, axis=None, keepdims=False):
-    """int64 indices of the first minimum along ``axis`` (of the flattened tensor if None)."""
+    """int64 indices of the first minimum along ``axis`` (of the flattened tensor if None).
+
+    :param x: the tensor.
+    :param axis: the one axis to search along (negative counts from the end), or None for the flattened tensor.
+    :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
+    :returns: a new int64 tensor of the reduced shape (row-major flat indices when ``axis`` is None).
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when ``axis`` is not None or one integer, or is out of range for ``x``.
+    """
     return _arg("argmin", _argmin, x, axis, keepdims)

@@ -130,25 +130,56 @@ def _infer_shape(x, newshape, op):
 
 
 def reshape(x, newshape, name="reshape"):
-    """numpy ``reshape`` (row-major); one axis of ``newshape`` may be -1."""
+    """numpy ``reshape`` (row-major); one axis of ``newshape`` may be -1.
+
+    :param x: the tensor to reshape.
+    :param newshape: the new shape: an int or a sequence of ints with as many elements in all as ``x``; one entry
+        may be -1, inferred from the others.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of shape ``newshape``, reading ``x`` at quasi-affine indices.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``newshape`` is not integers, has more than one -1, a size of 0 or below -1, or a
+        different number of elements than ``x``.
+    """
     x = check_tensor(x, name)
     shape = _infer_shape(x, newshape, name)
     return compute(shape, lambda *i: x[_reshape_indices(x.shape, shape, i)], name=name, tag="injective")
 
 
 def reshape_like(x, like, name="reshape_like"):
-    """Reshape ``x`` to the shape of tensor ``like``."""
+    """Reshape ``x`` to the shape of tensor ``like``.
+
+    :param x: the tensor to reshape.
+    :param like: the tensor whose shape the result takes (its values are not read).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``like``'s shape.
+    :raises DtypeError: when ``x`` or ``like`` is not a tensor.
+    :raises ShapeError: when ``like`` has a different number of elements than ``x``.
+    """
     return reshape(x, check_tensor(like, name, "like").shape, name=name)
 
 
 def flatten(x, name="flatten"):
-    """numpy ``ravel``: all of ``x`` as one row-major axis."""
+    """numpy ``ravel``: all of ``x`` as one row-major axis.
+
+    :param x: the tensor to flatten.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new 1-D tensor of ``x.size`` elements.
+    :raises DtypeError: when ``x`` is not a tensor.
+    """
     x = check_tensor(x, name)
     return reshape(x, (x.size,), name=name)
 
 
 def batch_flatten(x, name="batch_flatten"):
-    """(N, ...) -> (N, prod(...)): keep the first axis, flatten the rest."""
+    """(N, ...) -> (N, prod(...)): keep the first axis, flatten the rest.
+
+    :param x: the tensor, of at least one axis (the batch axis 0).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new 2-D tensor of shape ``(x.shape[0], prod(x.shape[1:]))``.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``x`` is 0-d.
+    """
     x = check_tensor(x, name)
     if x.ndim == 0:
         raise ShapeError(f"{name} of tensor {x.name!r}: needs at least 1 axis (the batch axis 0), got a scalar")
@@ -156,7 +187,16 @@ def batch_flatten(x, name="batch_flatten"):
 
 
 def squeeze(x, axis=None, name="squeeze"):
-    """Remove size-1 axes (all of them, or those in ``axis``, which must have size 1)."""
+    """Remove size-1 axes (all of them, or those in ``axis``, which must have size 1).
+
+    :param x: the tensor.
+    :param axis: None (every size-1 axis), or an int or a tuple of ints: the axes to remove.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``x``'s shape without the removed axes.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when an axis is not an integer, is out of range or repeated.
+    :raises ShapeError: when an axis in ``axis`` does not have size 1.
+    """
     x = check_tensor(x, name)
     if axis is None:
         drop = tuple(d for d, s in enumerate(x.shape) if s == 1)
@@ -177,7 +217,17 @@ def squeeze(x, axis=None, name="squeeze"):
 
 
 def expand_dims(x, axis, name="expand_dims"):
-    """numpy ``expand_dims``: insert size-1 axes at the positions ``axis`` of the result."""
+    """numpy ``expand_dims``: insert size-1 axes at the positions ``axis`` of the result.
+
+    :param x: the tensor.
+    :param axis: an int or a sequence of ints: the positions of the new axes in the result (negative counts from
+        the end of the result).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of rank ``x.ndim + len(axis)``.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``axis`` is not integers.
+    :raises AxisError: when a position is out of range for the result or repeated.
+    """
     x = check_tensor(x, name)
     n = x.ndim + len(_int_tuple(axis, name, "axis"))
     new = normalize_axes(axis, n, f"{name} of tensor {x.name!r}")
@@ -189,7 +239,16 @@ def expand_dims(x, axis, name="expand_dims"):
 
 
 def transpose(x, axes=None, name="transpose"):
-    """numpy ``transpose``: output axis k is input axis ``axes[k]``; None reverses the axes."""
+    """numpy ``transpose``: output axis k is input axis ``axes[k]``; None reverses the axes.
+
+    :param x: the tensor.
+    :param axes: a permutation of ``x``'s axes (negative counts from the end), or None to reverse them.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of shape ``tuple(x.shape[a] for a in axes)``.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``axes`` is not integers.
+    :raises AxisError: when ``axes`` has the wrong length, an axis out of range, or is not a permutation.
+    """
     x = check_tensor(x, name)
     if axes is None:
         axes = tuple(range(x.ndim - 1, -1, -1))
@@ -214,7 +273,17 @@ def transpose(x, axes=None, name="transpose"):
 
 
 def layout_transform(x, src_layout, dst_layout, name="layout_transform"):
-    """Permute axes between layouts named by distinct letters, e.g. ``"NCHW"`` -> ``"NHWC"``."""
+    """Permute axes between layouts named by distinct letters, e.g. ``"NCHW"`` -> ``"NHWC"``.
+
+    :param x: the tensor, of as many axes as ``src_layout`` has letters.
+    :param src_layout: ``x``'s layout, one distinct letter per axis (case does not matter).
+    :param dst_layout: the result's layout: the same letters in another order.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor, ``x`` transposed to ``dst_layout``.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when a layout is not distinct letters, or the two layouts name different axes.
+    :raises ShapeError: when ``src_layout`` does not have one letter per axis of ``x``.
+    """
     x = check_tensor(x, name)
     for lay in (src_layout, dst_layout):
         if not isinstance(lay, str) or not lay.isalpha() or len(set(lay.upper())) != len(lay):
@@ -242,7 +311,17 @@ def _tensor_list(tensors, name):
 
 
 def concatenate(tensors, axis=0, name="concatenate"):
-    """numpy ``concatenate`` along ``axis``: the other axes must match."""
+    """numpy ``concatenate`` along ``axis``: the other axes must match.
+
+    :param tensors: a tensor or a non-empty sequence of tensors of one dtype and rank (at least 1).
+    :param axis: the axis to join along (negative counts from the end).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor whose ``axis`` is the sum of the inputs' sizes on it.
+    :raises DtypeError: when an element is not a tensor, or the tensors' dtypes differ.
+    :raises ShapeError: when there is no tensor, the tensors are 0-d, their ranks differ, or their shapes differ
+        off ``axis``.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    """
     tensors = _tensor_list(tensors, name)
     t0 = tensors[0]
     if t0.ndim == 0:
@@ -278,7 +357,16 @@ def concatenate(tensors, axis=0, name="concatenate"):
 
 
 def stack(tensors, axis=0, name="stack"):
-    """numpy ``stack``: join equal-shaped tensors along a new axis."""
+    """numpy ``stack``: join equal-shaped tensors along a new axis.
+
+    :param tensors: a tensor or a non-empty sequence of tensors of one shape and dtype.
+    :param axis: the position of the new axis in the result (negative counts from the end).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of rank ``ndim + 1``, of size ``len(tensors)`` on ``axis``.
+    :raises DtypeError: when an element is not a tensor, or the tensors' dtypes differ.
+    :raises ShapeError: when there is no tensor, or the shapes differ.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    """
     tensors = _tensor_list(tensors, name)
     t0 = tensors[0]
     axis = normalize_axis(axis, t0.ndim + 1, f"{name} of tensor {t0.name!r}")
@@ -329,6 +417,18 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     axes are taken whole) and may contain None (the numpy default for that
     bound).  Out-of-range bounds clamp as in numpy; negative strides walk
     backwards.  ``axes`` (as in TVM) names the axes the lists apply to.
+
+    :param x: the tensor to slice.
+    :param begin: the start of each sliced axis (an int or None).
+    :param end: the stop of each sliced axis (an int or None), as many entries as ``begin``.
+    :param strides: the step of each sliced axis (nonzero ints or None; missing ones are 1), or None for all 1.
+    :param axes: the axes the lists apply to, or None for the first ``len(begin)`` axes.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of the sliced shape.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when an axis in ``axes`` is out of range or repeated, or there are more than ``x.ndim``.
+    :raises ShapeError: when the lists' lengths do not match the axes, a bound or stride is not an integer, a
+        stride is 0, or a slice is empty (tensors have no empty axes).
     """
     x = check_tensor(x, name)
     begin, end = list(begin), list(end)
@@ -356,7 +456,15 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
 
 
 def flip(x, axis=None, name="flip"):
-    """numpy ``flip``: reverse the given axes (all when None)."""
+    """numpy ``flip``: reverse the given axes (all when None).
+
+    :param x: the tensor.
+    :param axis: an int or a tuple of ints: the axes to reverse, or None for all.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``x``'s shape.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when an axis is not an integer, is out of range or repeated.
+    """
     x = check_tensor(x, name)
     axes = normalize_axes(axis, x.ndim, f"{name} of tensor {x.name!r}")
     starts = [x.shape[d] - 1 if d in axes else 0 for d in range(x.ndim)]
@@ -369,6 +477,17 @@ def split(x, indices_or_sections, axis=0, name="split"):
 
     Returns a list of tensors.  A piece would be empty (repeated or
     out-of-range indices) raises ShapeError: tensors have no empty axes.
+
+    :param x: the tensor to split, of at least one axis.
+    :param indices_or_sections: an int ``n`` (that many equal pieces) or a sequence of ints (the cut positions
+        along ``axis``).
+    :param axis: the axis to split (negative counts from the end).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a list of new tensors, the pieces in order.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises ShapeError: when ``x`` is 0-d, ``n`` is not positive or does not divide the axis, the cut positions are
+        not integers, or a piece would be empty.
     """
     x = check_tensor(x, name)
     if x.ndim == 0:
@@ -394,7 +513,18 @@ def split(x, indices_or_sections, axis=0, name="split"):
 
 
 def slice_like(x, like, axes=None, name="slice_like"):
-    """TVM ``slice_like``: the leading ``like.shape`` corner of ``x`` on ``axes`` (default: the axes of ``like``)."""
+    """TVM ``slice_like``: the leading ``like.shape`` corner of ``x`` on ``axes`` (default: the axes of ``like``).
+
+    :param x: the tensor to slice.
+    :param like: a tensor or a shape (a sequence of ints) to match.
+    :param axes: the axes of ``x`` to slice (int or tuple of ints), or None for the first ``len(like.shape)`` axes.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor, ``x[0:like.shape[d]]`` on each sliced axis ``d``.
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``like`` is not a tensor or integers, has more axes than ``x`` (``axes`` None), or is
+        larger than ``x`` on a sliced axis.
+    :raises AxisError: when an axis is out of range or repeated, or is not an axis of ``like``.
+    """
     x = check_tensor(x, name)
     lshape = like.shape if isinstance(like, Tensor) else _int_tuple(like, name, "shape")
     if axes is None:
@@ -418,7 +548,15 @@ def slice_like(x, like, axes=None, name="slice_like"):
 # ---------------------------------------------------------------------------
 
 def broadcast_to(x, shape, name="broadcast_to"):
-    """numpy ``broadcast_to``: the result has exactly ``shape``."""
+    """numpy ``broadcast_to``: the result has exactly ``shape``.
+
+    :param x: a tensor, or a scalar (the result is then that constant everywhere).
+    :param shape: the target shape: an int or a sequence of positive ints to which ``x`` broadcasts.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``shape``.
+    :raises ShapeError: when ``shape`` is not positive integers, has fewer axes than ``x``, or ``x`` does not
+        broadcast to it.
+    """
     shape = _int_tuple(shape, name, "shape")
     if not isinstance(x, Tensor):  # a scalar: a constant fill
         value = as_expr(x)
@@ -440,11 +578,29 @@ def broadcast_to(x, shape, name="broadcast_to"):
 
 
 def broadcast_to_like(x, like, name="broadcast_to_like"):
+    """numpy ``broadcast_to`` to the shape of tensor ``like``.
+
+    :param x: a tensor, or a scalar (the result is then that constant everywhere).
+    :param like: the tensor whose shape the result takes (its values are not read).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``like``'s shape.
+    :raises DtypeError: when ``like`` is not a tensor.
+    :raises ShapeError: when ``x`` does not broadcast to ``like``'s shape.
+    """
     return broadcast_to(x, check_tensor(like, name, "like").shape, name=name)
 
 
 def collapse_sum_to(x, shape, name="collapse_sum"):
-    """Sum ``x`` down to ``shape``, which must broadcast to ``x.shape``: the adjoint of broadcast_to."""
+    """Sum ``x`` down to ``shape``, which must broadcast to ``x.shape``: the adjoint of broadcast_to.
+
+    :param x: the tensor to sum.
+    :param shape: the target shape: an int or a sequence of ints that broadcasts to ``x.shape``.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``shape`` (a copy of ``x`` when ``shape`` is ``x.shape``).
+    :raises DtypeError: when ``x`` is not a tensor.
+    :raises ShapeError: when ``shape`` is not integers, has more axes than ``x``, or does not broadcast to
+        ``x.shape``.
+    """
     x = check_tensor(x, name)
     shape = _int_tuple(shape, name, "shape")
     off = x.ndim - len(shape)
@@ -469,7 +625,15 @@ def collapse_sum_to(x, shape, name="collapse_sum"):
 
 
 def collapse_sum_like(x, like, name="collapse_sum_like"):
-    """Sum ``x`` to the shape of ``like`` (summing the axes broadcasting added or widened)."""
+    """Sum ``x`` to the shape of ``like`` (summing the axes broadcasting added or widened).
+
+    :param x: the tensor to sum.
+    :param like: the tensor whose shape the result takes (its values are not read).
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of ``like``'s shape.
+    :raises DtypeError: when ``x`` or ``like`` is not a tensor.
+    :raises ShapeError: when ``like``'s shape does not broadcast to ``x.shape``.
+    """
     return collapse_sum_to(x, check_tensor(like, name, "like").shape, name=name)
 
 
@@ -497,6 +661,18 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
     ``pad_width`` is as numpy's: an int, a (before, after) pair, or one pair
     per axis.  ``reflect`` needs pads smaller than the axis, ``symmetric``
     pads at most the axis size (numpy would reflect repeatedly).
+
+    :param x: the tensor to pad.
+    :param pad_width: the pads: an int, a (before, after) pair, or one pair per axis, non-negative integers.
+    :param mode: ``"constant"``, ``"edge"``, ``"reflect"`` or ``"symmetric"``.
+    :param constant_values: the scalar written in the pads (mode ``"constant"``), converted to ``x``'s dtype.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor, each axis longer by its two pads.
+    :raises DtypeError: when ``x`` is not a tensor, or ``constant_values`` cannot be exactly ``x``'s dtype (0.5 for
+        an integer tensor).
+    :raises ShapeError: when ``pad_width`` does not fit ``x``'s axes or has a negative or non-integer pad,
+        ``constant_values`` is not one scalar, or a reflect/symmetric pad is too large for its axis.
+    :raises PolyadError: when ``mode`` is unknown.
     """
     x = check_tensor(x, name)
     pw = _pad_widths(x, pad_width, name)
@@ -574,6 +750,19 @@ def take(a, indices, axis=None, mode="clip", name="take"):
     from the end as numpy and reads as is otherwise, so ``pa.evaluate``
     raises OutOfBoundsError on an index out of range (compiled code does not
     check: use it only for indices known to be valid).
+
+    :param a: the tensor to read from.
+    :param indices: an integer tensor of indices (read as data), or a Python int.
+    :param axis: the axis to index (negative counts from the end), or None for the flattened ``a``.
+    :param mode: ``"clip"``, ``"wrap"`` or ``"raise"``: what an index out of range does.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor of shape ``a.shape[:axis] + indices.shape + a.shape[axis + 1:]`` (``indices.shape`` when
+        ``axis`` is None).
+    :raises DtypeError: when ``a`` is not a tensor.
+    :raises PolyadError: when ``mode`` is not one of the three.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises IndexingError: when ``indices`` is neither an integer tensor nor a Python int.
+    :raises OutOfBoundsError: when ``indices`` is a Python int outside ``[-n, n)`` in mode ``"raise"``.
     """
     a = check_tensor(a, name)
     if mode not in _TAKE_MODES:
@@ -648,7 +837,18 @@ def _check_same_dtype(a, b, name):
 
 def tensordot(a, b, axes=2, name="tensordot"):
     """numpy ``tensordot``: sum over ``axes`` (an int N: the last N of ``a`` with the first N of ``b``,
-    or a pair of axis lists)."""
+    or a pair of axis lists).
+
+    :param a: the first tensor.
+    :param b: the second tensor, of ``a``'s dtype.
+    :param axes: an int N, or a pair (axes of ``a``, axes of ``b``) of equal-length axis lists to contract.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor: the free axes of ``a`` then those of ``b``.
+    :raises DtypeError: when ``a`` or ``b`` is not a tensor, or their dtypes differ.
+    :raises AxisError: when N is out of range, ``axes`` is malformed, the lists differ in length, or an axis is out
+        of range or repeated.
+    :raises ShapeError: when an axis list is not integers, or paired axes differ in size.
+    """
     a, b = check_tensor(a, name), check_tensor(b, name)
     _check_same_dtype(a, b, name)
     if is_int(axes):
@@ -694,7 +894,17 @@ def tensordot(a, b, axes=2, name="tensordot"):
 
 
 def matmul(a, b, name="matmul"):
-    """numpy ``matmul``: 1-D operands are promoted and their axis dropped; batch axes broadcast."""
+    """numpy ``matmul``: 1-D operands are promoted and their axis dropped; batch axes broadcast.
+
+    :param a: the left tensor, of at least one axis.
+    :param b: the right tensor, of at least one axis and ``a``'s dtype.
+    :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
+    :returns: a new tensor: the broadcast batch axes, then the rows of ``a`` and the columns of ``b`` (each
+        dropped for a 1-D operand).
+    :raises DtypeError: when ``a`` or ``b`` is not a tensor, or their dtypes differ.
+    :raises ShapeError: when an operand is 0-d, the contracted axes differ in size, or the batch axes do not
+        broadcast.
+    """
     a, b = check_tensor(a, name), check_tensor(b, name)
     _check_same_dtype(a, b, name)
     for t in (a, b):
