@@ -111,7 +111,16 @@ def _zero(x):
 # ---------------------------------------------------------------------------
 
 def dense(data, weight, bias=None):
-    """``Y = X·Wᵀ + B``: data (batch, in), weight (out, in), bias (out,) or None."""
+    """``Y = X·Wᵀ + B``: data (batch, in), weight (out, in), bias (out,) or None.
+
+    :param data: the input, a 2-D tensor (batch, in_features).
+    :param weight: the weight, a 2-D tensor (out_features, in_features) of ``data``'s dtype.
+    :param bias: a 1-D tensor (out_features,) of the same dtype, or None for no bias.
+    :returns: a new (batch, out_features) tensor (the matmul stage, then the bias stage when ``bias`` is given).
+    :raises DtypeError: when an argument is not a tensor, or the dtypes differ.
+    :raises ShapeError: when ``data`` or ``weight`` is not 2-D, their in_features differ, or ``bias`` is not
+        (out_features,).
+    """
     op = "dense"
     check_tensor(data, op, "data")
     check_tensor(weight, op, "weight")
@@ -136,7 +145,16 @@ def dense(data, weight, bias=None):
 
 
 def bias_add(data, bias, axis=1):
-    """``data + bias`` with the 1-D ``bias`` broadcast along ``axis`` of ``data``."""
+    """``data + bias`` with the 1-D ``bias`` broadcast along ``axis`` of ``data``.
+
+    :param data: the tensor.
+    :param bias: a 1-D tensor of ``data``'s dtype, one entry per index of ``data``'s ``axis``.
+    :param axis: the axis of ``data`` that ``bias`` runs along (negative counts from the end).
+    :returns: a new tensor of ``data``'s shape.
+    :raises DtypeError: when ``data`` or ``bias`` is not a tensor, or their dtypes differ.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises ShapeError: when ``bias`` is not 1-D of ``data``'s size on ``axis``.
+    """
     op = "bias_add"
     check_tensor(data, op, "data")
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
@@ -145,7 +163,12 @@ def bias_add(data, bias, axis=1):
 
 
 def relu(x):
-    """``max(x, 0)``."""
+    """``max(x, 0)``.
+
+    :param x: the tensor (any numeric dtype).
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor, or is bool.
+    """
     check_tensor(x, "relu", "x")
     if dt.is_bool(x.dtype):
         raise DtypeError(f"relu: tensor {x.name!r} is bool; cast it to a number first")
@@ -153,7 +176,13 @@ def relu(x):
 
 
 def leaky_relu(x, alpha=0.01):
-    """``x`` where positive, ``alpha * x`` elsewhere."""
+    """``x`` where positive, ``alpha * x`` elsewhere.
+
+    :param x: the tensor, of a float dtype.
+    :param alpha: the slope below zero, a real number.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a float tensor, or ``alpha`` is not a real number.
+    """
     check_tensor(x, "leaky_relu", "x")
     _float(x, "leaky_relu")
     a = const(_number(alpha, "alpha", f"leaky_relu of {x.name!r}"), x.dtype)
@@ -161,7 +190,16 @@ def leaky_relu(x, alpha=0.01):
 
 
 def prelu(x, alpha, axis=1):
-    """Leaky relu with a learned slope per index of ``axis`` (``alpha`` is 1-D)."""
+    """Leaky relu with a learned slope per index of ``axis`` (``alpha`` is 1-D).
+
+    :param x: the tensor, of a float dtype.
+    :param alpha: a 1-D tensor of ``x``'s dtype: the slope below zero of each index of ``axis``.
+    :param axis: the axis of ``x`` that ``alpha`` runs along (negative counts from the end).
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` or ``alpha`` is not a tensor, ``x`` is not a float tensor, or the dtypes differ.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises ShapeError: when ``alpha`` is not 1-D of ``x``'s size on ``axis``.
+    """
     op = "prelu"
     check_tensor(x, op, "x")
     _float(x, op)
@@ -173,13 +211,24 @@ def prelu(x, alpha, axis=1):
 
 
 def sigmoid(x):
-    """``1 / (1 + exp(-x))``."""
+    """``1 / (1 + exp(-x))``.
+
+    :param x: the tensor, of a float dtype.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or not of a float dtype.
+    """
     check_tensor(x, "sigmoid", "x")
     _float(x, "sigmoid")
     return compute(x.shape, lambda *i: _sigmoid(x[i]), name="sigmoid", tag="elementwise")
 
 
 def tanh(x):
+    """The hyperbolic tangent of ``x``, elementwise.
+
+    :param x: the tensor, of a float dtype.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or not of a float dtype.
+    """
     check_tensor(x, "tanh", "x")
     _float(x, "tanh")
     return compute(x.shape, lambda *i: _tanh(x[i]), name="tanh", tag="elementwise")
@@ -220,7 +269,14 @@ def _drop(idx, axis):
 
 
 def softmax(x, axis=-1):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (three stages: max, exp-sum, divide)."""
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (three stages: max, exp-sum, divide).
+
+    :param x: the tensor, of a float dtype.
+    :param axis: the axis to normalise along (negative counts from the end).
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or not of a float dtype.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    """
     op = "softmax"
     axis, m, s = _row_stats(x, axis, op)
     return compute(
@@ -229,7 +285,14 @@ def softmax(x, axis=-1):
 
 
 def log_softmax(x, axis=-1):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``.
+
+    :param x: the tensor, of a float dtype.
+    :param axis: the axis to normalise along (negative counts from the end).
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or not of a float dtype.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    """
     op = "log_softmax"
     axis, m, s = _row_stats(x, axis, op)
     return compute(
@@ -249,6 +312,15 @@ def cross_entropy(logits, labels, check_labels=True):
     kernels alike, where PyTorch stops with an assert; never a finite number
     for an undefined loss.  ``check_labels=False`` drops the check (one select
     per row less): such a label then contributes no target term.
+
+    :param logits: the scores, a 2-D float tensor (batch, classes).
+    :param labels: the class of each row, an int32 or int64 tensor (batch,).
+    :param check_labels: make the loss NaN for a label outside ``[0, classes)`` (True), or let it contribute
+        no target term (False).
+    :returns: a new 0-d tensor of ``logits``' dtype: the mean loss.
+    :raises DtypeError: when ``logits`` or ``labels`` is not a tensor, ``logits`` is not a float tensor, or
+        ``labels`` is not an integer tensor.
+    :raises ShapeError: when ``logits`` is not 2-D, or ``labels`` is not (batch,).
     """
     op = "cross_entropy"
     check_tensor(logits, op, "logits")
@@ -314,6 +386,20 @@ def conv2d(data, weight, strides=1, padding=0, dilation=1, groups=1):
     ``padding`` is an int, (h, w), or (top, left, bottom, right); ``groups``
     splits the channels (``groups == channels`` is depthwise).  Padding is a
     separate ``pad`` stage (select-guarded reads), TVM-style.
+
+    :param data: the input, a 4-D float tensor (N, C, H, W).
+    :param weight: the filters, a 4-D tensor (O, C/groups, kh, kw) of ``data``'s dtype.
+    :param strides: the stride, an int or an (h, w) pair of ints >= 1.
+    :param padding: the zero padding, ints >= 0: one int, (h, w), or (top, left, bottom, right).
+    :param dilation: the kernel dilation, an int or an (h, w) pair of ints >= 1.
+    :param groups: the number of channel groups, an int >= 1 dividing C and O.
+    :returns: a new (N, O, out_h, out_w) tensor (after a ``conv2d_pad`` stage when ``padding`` is not 0).
+    :raises DtypeError: when ``data`` or ``weight`` is not a tensor, ``data`` is not a float tensor, or the dtypes
+        differ.
+    :raises ShapeError: when ``data`` or ``weight`` is not 4-D, a stride, padding, dilation or ``groups`` is
+        malformed or out of range, ``groups`` does not divide the channels, the weight's input channels do not
+    match,
+        or the dilated kernel is larger than the padded input.
     """
     op = "conv2d"
     _conv_common(data, weight, op)
@@ -368,6 +454,21 @@ def conv2d_transpose(data, weight, strides=1, padding=0, output_padding=0, dilat
     gather: ``Y[n, o, y, x] = sum X[n, ci, (y + pt - rh*dh)/sh, ...] * W[ci, o % cog, rh, rw]``
     over the reduce points where the division is exact and in range; those
     conditions are affine/quasi-affine (``%`` by the stride) for the isl layer.
+
+    :param data: the input, a 4-D float tensor (N, C_in, H, W).
+    :param weight: the filters, a 4-D tensor (C_in, C_out/groups, kh, kw) of ``data``'s dtype.
+    :param strides: the stride of the convolution this transposes, an int or an (h, w) pair of ints >= 1.
+    :param padding: the padding of that convolution, ints >= 0: one int, (h, w), or (top, left, bottom, right).
+    :param output_padding: extra rows/columns at the bottom/right, an int or an (h, w) pair of ints >= 0, smaller
+        than the stride or the dilation on each axis.
+    :param dilation: the kernel dilation, an int or an (h, w) pair of ints >= 1.
+    :param groups: the number of channel groups, an int >= 1 dividing C_in.
+    :returns: a new (N, C_out, out_h, out_w) tensor, out_h = (H - 1)·sh - pt - pb + (kh - 1)·dh + oph + 1.
+    :raises DtypeError: when ``data`` or ``weight`` is not a tensor, ``data`` is not a float tensor, or the dtypes
+        differ.
+    :raises ShapeError: when ``data`` or ``weight`` is not 4-D, a stride, padding, output padding, dilation or
+        ``groups`` is malformed or out of range, the weight's input channels do not match ``data``'s, ``groups``
+        does not divide them, or the padding leaves no output.
     """
     op = "conv2d_transpose"
     _conv_common(data, weight, op)
@@ -445,6 +546,21 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     read: windows are clipped by ``where=`` bounds.  The average divides by the
     window size including padding (``count_include_pad``) but not the part of
     a ceil-mode window past the padding, or by the in-range count otherwise.
+
+    :param data: the input, a 4-D tensor (N, C, H, W) (a float tensor for ``"avg"``).
+    :param kernel: the window, an int or an (h, w) pair of ints >= 1.
+    :param stride: the stride, an int or an (h, w) pair of ints >= 1; None takes ``kernel``.
+    :param padding: ints >= 0, at most half the kernel: one int, (h, w), or (top, left, bottom, right).
+    :param pool_type: ``"max"`` or ``"avg"``.
+    :param ceil_mode: round the output size up (a last window must still start inside the input or its top/left
+        padding), as PyTorch's ``ceil_mode``.
+    :param count_include_pad: for ``"avg"``: divide by the window including padding (True) or by the number of
+        input elements in it (False).
+    :returns: a new (N, C, out_h, out_w) tensor of ``data``'s dtype.
+    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``.
+    :raises PolyadError: when ``pool_type`` is neither ``"max"`` nor ``"avg"``.
+    :raises ShapeError: when ``data`` is not 4-D, ``kernel``, ``stride`` or ``padding`` is malformed or out of
+        range, a pad is more than half the kernel, or the kernel is larger than the padded input.
     """
     op = "pool2d"
     check_tensor(data, op, "data")
@@ -511,7 +627,15 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
 
 
 def global_pool2d(data, pool_type="max"):
-    """Max or average over the whole height and width: (N, C, H, W) -> (N, C, 1, 1)."""
+    """Max or average over the whole height and width: (N, C, H, W) -> (N, C, 1, 1).
+
+    :param data: the input, a 4-D tensor (N, C, H, W) (a float tensor for ``"avg"``).
+    :param pool_type: ``"max"`` or ``"avg"``.
+    :returns: a new (N, C, 1, 1) tensor of ``data``'s dtype.
+    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``.
+    :raises PolyadError: when ``pool_type`` is neither ``"max"`` nor ``"avg"``.
+    :raises ShapeError: when ``data`` is not 4-D.
+    """
     op = "global_pool2d"
     check_tensor(data, op, "data")
     _ndim(data, 4, op, "NCHW")
@@ -529,7 +653,16 @@ def global_pool2d(data, pool_type="max"):
 
 
 def upsampling(data, scale=2, method="nearest"):
-    """Nearest-neighbour upsampling of NCHW data by integer factors (int or (h, w))."""
+    """Nearest-neighbour upsampling of NCHW data by integer factors (int or (h, w)).
+
+    :param data: the input, a 4-D tensor (N, C, H, W).
+    :param scale: the factor, an int or an (h, w) pair of ints >= 1.
+    :param method: ``"nearest"``, the only method.
+    :returns: a new (N, C, H·sh, W·sw) tensor of ``data``'s dtype.
+    :raises DtypeError: when ``data`` is not a tensor.
+    :raises ShapeError: when ``data`` is not 4-D, or ``scale`` is malformed or below 1.
+    :raises PolyadError: when ``method`` is not ``"nearest"``.
+    """
     op = "upsampling"
     check_tensor(data, op, "data")
     _ndim(data, 4, op, "NCHW")
@@ -542,7 +675,13 @@ def upsampling(data, scale=2, method="nearest"):
 
 
 def flatten(data):
-    """(N, d1, d2, ...) -> (N, d1*d2*...): ``pa.ops.batch_flatten``."""
+    """(N, d1, d2, ...) -> (N, d1*d2*...): ``pa.ops.batch_flatten``.
+
+    :param data: the tensor, of at least one axis (the batch axis 0).
+    :returns: a new 2-D tensor of shape ``(N, d1*d2*...)``, named "flatten".
+    :raises DtypeError: when ``data`` is not a tensor.
+    :raises ShapeError: when ``data`` is 0-d.
+    """
     return batch_flatten(data, name="flatten")
 
 
@@ -551,7 +690,21 @@ def flatten(data):
 # ---------------------------------------------------------------------------
 
 def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5):
-    """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` per index of ``axis``."""
+    """Inference batch norm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` per index of ``axis``.
+
+    :param data: the input, a float tensor.
+    :param gamma: the scale, a 1-D tensor of ``data``'s dtype with one entry per index of ``axis``.
+    :param beta: the shift, a 1-D tensor like ``gamma``.
+    :param moving_mean: the mean, a 1-D tensor like ``gamma``.
+    :param moving_var: the variance, a 1-D tensor like ``gamma``.
+    :param axis: the channel axis of ``data`` (negative counts from the end).
+    :param epsilon: added to the variance, a real number.
+    :returns: a new tensor of ``data``'s shape and dtype.
+    :raises DtypeError: when an argument is not a tensor, ``data`` is not a float tensor, the dtypes differ, or
+        ``epsilon`` is not a real number.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises ShapeError: when a parameter tensor is not 1-D of ``data``'s size on ``axis``.
+    """
     op = "batch_norm"
     check_tensor(data, op, "data")
     _float(data, op)
@@ -572,6 +725,15 @@ def dropout(data, mask, rate=0.5):
     """``data * mask / (1 - rate)`` with an explicit mask (bool, or 0/1 of data's dtype, same shape).
 
     ``rate == 1`` drops everything: the output is zero, as in PyTorch.
+
+    :param data: the input, a float tensor.
+    :param mask: the keep mask, of ``data``'s shape: bool, or 0/1 values of ``data``'s dtype.
+    :param rate: the drop probability the mask was drawn with, a real number in [0, 1].
+    :returns: a new tensor of ``data``'s shape and dtype.
+    :raises DtypeError: when ``data`` or ``mask`` is not a tensor, ``data`` is not a float tensor, a non-bool
+        ``mask`` has another dtype, or ``rate`` is not a real number.
+    :raises ShapeError: when ``mask``'s shape differs from ``data``'s.
+    :raises PolyadError: when ``rate`` is outside [0, 1].
     """
     op = "dropout"
     check_tensor(data, op, "data")
@@ -597,6 +759,18 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
 
     ``y = x / (bias + alpha/size * sum_{j in window(c)} x_j**2) ** beta`` with the
     window ``[c - size//2, c + (size-1)//2]`` clipped to the axis.
+
+    :param data: the input, a float tensor.
+    :param size: the window length along ``axis``, an int >= 1.
+    :param axis: the axis to normalise across (negative counts from the end).
+    :param alpha: the scale, a real number (divided by ``size``).
+    :param beta: the exponent, a real number.
+    :param bias: the additive constant, a real number.
+    :returns: a new tensor of ``data``'s shape and dtype.
+    :raises DtypeError: when ``data`` is not a float tensor, or ``alpha``, ``beta`` or ``bias`` is not a real
+        number.
+    :raises AxisError: when ``axis`` is not an integer or is out of range.
+    :raises ShapeError: when ``size`` is not an integer >= 1.
     """
     op = "lrn"
     check_tensor(data, op, "data")
@@ -624,7 +798,15 @@ def lrn(data, size=5, axis=1, alpha=1e-4, beta=0.75, bias=1.0):
 
 
 def l2_normalize(data, eps=1e-12, axis=None):
-    """``x / sqrt(max(sum(x**2, axis), eps))`` (TVM's l2_normalize); axis None means all axes."""
+    """``x / sqrt(max(sum(x**2, axis), eps))`` (TVM's l2_normalize); axis None means all axes.
+
+    :param data: the input, a float tensor.
+    :param eps: the floor of the sum of squares, a real number.
+    :param axis: None (all axes), an int or a tuple of ints: the axes summed over.
+    :returns: a new tensor of ``data``'s shape and dtype.
+    :raises DtypeError: when ``data`` is not a float tensor, or ``eps`` is not a real number.
+    :raises AxisError: when an axis is not an integer, is out of range or repeated.
+    """
     op = "l2_normalize"
     check_tensor(data, op, "data")
     _float(data, op)
