@@ -411,7 +411,15 @@ def _fits(value, dtype):
 
 
 def const(value, dtype=None):
-    """``pa.const``: a constant of the given dtype (default by the value's Python type)."""
+    """``pa.const``: a constant of the given dtype (default by the value's Python type).
+
+    :param value: a Python or numpy scalar (bool, int or float), or a 0-d numpy array.
+    :param dtype: the dtype; None takes bool, int32 (int64 when the value does not fit) or float32 by the value's
+        type.
+    :returns: the constant expression.
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports, ``value`` is not a scalar, a non-integral
+        float is given an integer dtype, or an integer does not fit ``dtype``.
+    """
     return as_expr(value, None if dtype is None else dt.canonical(dtype))
 
 
@@ -634,7 +642,15 @@ def call(op, *args):
 
 
 def select(cond, true_value, false_value):
-    """``pa.select(cond, a, b)``: a where cond holds, else b (both are evaluated)."""
+    """``pa.select(cond, a, b)``: a where cond holds, else b (both are evaluated).
+
+    :param cond: a bool scalar expression.
+    :param true_value: the value where ``cond`` holds: an expression or a Python/numpy scalar.
+    :param false_value: the value elsewhere, of ``true_value``'s dtype (two integer dtypes widen to int64).
+    :returns: the expression ``select(cond, true_value, false_value)`` (just one branch when ``cond`` is a
+        constant).
+    :raises DtypeError: when ``cond`` is not bool, or the two values have dtypes that do not mix without a cast.
+    """
     cond = as_expr(cond)
     if not dt.is_bool(cond.dtype):
         raise DtypeError(f"select condition must be bool, got {cond.dtype} ({cond})")
@@ -650,7 +666,14 @@ def select(cond, true_value, false_value):
 
 
 def cast(x, dtype):
-    """``pa.cast(x, dtype)``: convert (float -> int truncates toward zero, as C and numpy)."""
+    """``pa.cast(x, dtype)``: convert (float -> int truncates toward zero, as C and numpy).
+
+    :param x: a scalar expression or a Python/numpy scalar.
+    :param dtype: the target dtype (``"float32"``, ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a numpy
+        dtype).
+    :returns: the converted expression (``x`` itself when it already has ``dtype``).
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports, or ``x`` is not a scalar expression.
+    """
     dtype = dt.canonical(dtype)
     x = as_expr(x)
     if x.dtype == dtype:
@@ -668,12 +691,24 @@ def cast(x, dtype):
 
 
 def floordiv(a, b):
-    """Floor division (Python/isl semantics, not C truncation)."""
+    """Floor division (Python/isl semantics, not C truncation).
+
+    :param a: the dividend: a scalar expression or a Python/numpy number.
+    :param b: the divisor, of ``a``'s dtype (two integer dtypes widen to int64).
+    :returns: the expression ``floordiv(a, b)`` (folded when both are constants).
+    :raises DtypeError: when an operand is bool, or the operands' dtypes do not mix without a cast.
+    """
     return binary("floordiv", a, b)
 
 
 def floormod(a, b):
-    """Remainder of floor division: the sign follows the divisor."""
+    """Remainder of floor division: the sign follows the divisor.
+
+    :param a: the dividend: a scalar expression or a Python/numpy number.
+    :param b: the divisor, of ``a``'s dtype (two integer dtypes widen to int64).
+    :returns: the expression ``floormod(a, b)`` (folded when both are constants).
+    :raises DtypeError: when an operand is bool, or the operands' dtypes do not mix without a cast.
+    """
     return binary("floormod", a, b)
 
 
@@ -682,7 +717,13 @@ def floormod(a, b):
 # ---------------------------------------------------------------------------
 
 def reduce_axis(dom, name="k"):
-    """``pa.reduce_axis((lo, hi), name)``: a reduction variable over ``[lo, hi)``."""
+    """``pa.reduce_axis((lo, hi), name)``: a reduction variable over ``[lo, hi)``.
+
+    :param dom: the range: a ``(lo, hi)`` pair of integers, or one integer ``hi`` for ``[0, hi)``.
+    :param name: the variable's name, as printed by ``pa.show``.
+    :returns: the reduce axis (an ``IterVar`` of kind "reduce"), to pass as ``axis=`` of a reduction.
+    :raises AxisError: when the range is not integers, or is empty.
+    """
     try:
         lo, hi = (0, dom) if isinstance(dom, (int, np.integer)) else dom
     except (TypeError, ValueError):
@@ -787,6 +828,16 @@ def comm_reducer(fcombine, fidentity, name=None):
     ``fcombine(x, y)`` combines two partial results (tuples of expressions for
     a tuple reducer); ``fidentity(dtype)`` (``fidentity(*dtypes)`` for tuples)
     gives the identity element.
+
+    The reducer is called as ``reducer(source, axis=k, where=cond)``, like ``pa.sum``; it is instantiated per
+    source dtype(s) then, which is where a bad ``fcombine``/``fidentity`` is found: a ``PolyadError`` when they
+    give the wrong number of values, a ``DtypeError`` when a value has another dtype than the source's.
+
+    :param fcombine: ``fcombine(x, y)`` -> the combination of two partial results (expressions, or tuples of them).
+    :param fidentity: ``fidentity(dtype)`` (``fidentity(*dtypes)``) -> the identity element(s), expressions or
+        numbers.
+    :param name: the reducer's name in printouts; None takes ``fcombine.__name__``.
+    :returns: a reducer factory, callable as ``reducer(source, axis=..., where=None)``.
     """
     return ReducerFactory(fcombine, fidentity, name)
 
@@ -806,16 +857,52 @@ def _is_reduction_call(b, axis):
 
 
 def sum(expr, axis=None, where=None):  # noqa: A001 - the public name, as TVM/numpy
-    """``pa.sum(expr, axis=k, where=cond)``."""
+    """``pa.sum(expr, axis=k, where=cond)``.
+
+    :param expr: the scalar expression summed (it reads the reduce axes).
+    :param axis: a reduce axis or a list of them (required).
+    :param where: a bool expression: only the points where it holds are summed; None for all.
+    :returns: the reduction expression, to be the whole body of a ``pa.compute``.
+    :raises AxisError: when ``axis`` is missing, empty, not reduce axes (``pa.reduce_axis``), or repeats one.
+    :raises DtypeError: when ``expr`` is not a scalar expression (or a number), or ``where`` is not a bool
+        expression.
+    :raises PolyadError: when ``expr`` contains a reduction itself, or is a tensor of rank > 0 (index it).
+    """
     return _sum(expr, axis, where)
 
 
 def prod(expr, axis=None, where=None):
+    """``pa.prod(expr, axis=k, where=cond)``: the product of ``expr`` over the reduce axes.
+
+    :param expr: the scalar expression multiplied (it reads the reduce axes).
+    :param axis: a reduce axis or a list of them (required).
+    :param where: a bool expression: only the points where it holds are multiplied; None for all.
+    :returns: the reduction expression, to be the whole body of a ``pa.compute``.
+    :raises AxisError: when ``axis`` is missing, empty, not reduce axes (``pa.reduce_axis``), or repeats one.
+    :raises DtypeError: when ``expr`` is not a scalar expression (or a number), or ``where`` is not a bool
+        expression.
+    :raises PolyadError: when ``expr`` contains a reduction itself, or is a tensor of rank > 0 (index it).
+    """
     return _prod(expr, axis, where)
 
 
 def max(a, b=None, axis=None, where=None):  # noqa: A001
-    """``pa.max(expr, axis=k)`` reduces; ``pa.max(a, b)`` is the binary maximum."""
+    """``pa.max(expr, axis=k)`` reduces; ``pa.max(a, b)`` is the binary maximum.
+
+    A reduce axis (or a list of them) as ``b`` is taken as ``axis``, so ``pa.max(expr, k)`` reduces too.
+
+    :param a: the scalar expression (reduced over ``axis``, or the first operand of the binary maximum).
+    :param b: the second operand of the binary maximum (an expression or a number), or None to reduce.
+    :param axis: a reduce axis or a list of them: reduce ``a`` over them.
+    :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression
+        ``max(a, b)``.
+    :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
+    :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
+        not
+        bool (reduction).
+    :raises PolyadError: when a reduced ``a`` contains a reduction itself.
+    """
     if _is_reduction_call(b, axis):
         return _max(a, axis if axis is not None else b, where)
     if b is None:
@@ -824,7 +911,22 @@ def max(a, b=None, axis=None, where=None):  # noqa: A001
 
 
 def min(a, b=None, axis=None, where=None):  # noqa: A001
-    """``pa.min(expr, axis=k)`` reduces; ``pa.min(a, b)`` is the binary minimum."""
+    """``pa.min(expr, axis=k)`` reduces; ``pa.min(a, b)`` is the binary minimum.
+
+    A reduce axis (or a list of them) as ``b`` is taken as ``axis``, so ``pa.min(expr, k)`` reduces too.
+
+    :param a: the scalar expression (reduced over ``axis``, or the first operand of the binary minimum).
+    :param b: the second operand of the binary minimum (an expression or a number), or None to reduce.
+    :param axis: a reduce axis or a list of them: reduce ``a`` over them.
+    :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression
+        ``min(a, b)``.
+    :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
+    :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
+        not
+        bool (reduction).
+    :raises PolyadError: when a reduced ``a`` contains a reduction itself.
+    """
     if _is_reduction_call(b, axis):
         return _min(a, axis if axis is not None else b, where)
     if b is None:

@@ -50,7 +50,17 @@ def set_tensor_ops(namespace):
 
 @dataclass(frozen=True, eq=False)
 class Tensor:
-    """Output ``value_index`` of ``op``.  Index it to read elements: ``X[i, k]``."""
+    """Output ``value_index`` of ``op``.  Index it to read elements: ``X[i, k]``.
+
+    Tensors are made by ``pa.placeholder``, ``pa.compute`` and the ops, not constructed directly.  ``X[i, k]``
+    raises ``IndexingError`` for a wrong number of indices, a slice or a non-integer index, and
+    ``OutOfBoundsError`` for a constant index outside the axis; arithmetic operators (``X + Y``, ``X @ W``,
+    ``X > 0``) are the ``pa.ops`` functions of the same meaning, while ``==`` and ``!=`` compare identity (tensors
+    are dict keys).
+
+    :param op: the operation that defines the tensor (a placeholder or a compute).
+    :param value_index: which output of ``op`` this is (0 except for tuple reductions).
+    """
 
     op: object
     value_index: int = 0
@@ -251,7 +261,17 @@ class ComputeOp(Operation):
 
 
 def placeholder(shape, dtype="float32", name="placeholder"):
-    """``pa.placeholder(shape, dtype="float32", name=...)``: an input tensor."""
+    """``pa.placeholder(shape, dtype="float32", name=...)``: an input tensor.
+
+    :param shape: the shape: an int or a tuple of positive ints.
+    :param dtype: the dtype: ``"float32"`` (default), ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a
+        numpy
+        dtype.
+    :param name: the name, used in printouts, error messages and kernels.
+    :returns: the new input tensor (two placeholders of the same name are two inputs).
+    :raises ShapeError: when ``shape`` is not a tuple of positive integers.
+    :raises DtypeError: when ``dtype`` is not a dtype polyad supports.
+    """
     shape = check_shape(shape, f"placeholder {name!r}")
     return PlaceholderOp(str(name), shape, dt.canonical(dtype)).output(0)
 
@@ -277,6 +297,22 @@ def compute(shape, fcompute, name="compute", tag="", attrs=None):
     The body may be an expression, a reduction (``pa.sum(..., axis=k)``) at
     the top, or a tuple of reductions of one tuple reducer (several outputs:
     a list of tensors is returned then).
+
+    :param shape: the shape: an int or a tuple of positive ints.
+    :param fcompute: a function of one index variable per axis (its parameter names name the axes) returning the
+        element: an expression, a number, a reduction, or a tuple of reductions of one tuple reducer.
+    :param name: the name, used in printouts, error messages and kernels.
+    :param tag: a TOPI-style tag ("elementwise", "broadcast", "injective", "reduction", ...) the scheduler reads.
+    :param attrs: a dict of attributes kept on the operation (strides, padding, ...), or None.
+    :returns: the new tensor, or a list of tensors for a tuple body.
+    :raises ShapeError: when ``shape`` is not a tuple of positive integers.
+    :raises ArityError: when ``fcompute`` takes more index arguments than ``shape`` has axes, or fewer without
+        ``*args``.
+    :raises AxisError: when the body uses a reduce axis outside its reduction, or a variable that is not an axis of
+        this compute.
+    :raises DtypeError: when the body is not an expression or a number.
+    :raises PolyadError: when ``fcompute`` returns nothing, some but not all outputs are reductions, tuple outputs
+        are not one tuple reduction, or a reduction is only part of the body.
     """
     name = str(name)
     shape = check_shape(shape, f"compute {name!r}")
