@@ -191,6 +191,16 @@ def evaluate(outputs, feed):
     computed tensors (saved forward activations): their arrays are used as
     given, checked like a placeholder's, and what only they need is not
     evaluated.  A fed tensor cannot also be one of ``outputs``.
+
+    :param outputs: a tensor or a list of tensors to compute.
+    :param feed: a dict ``{tensor: array}``: an array (or nested list, or scalar) of the tensor's shape and dtype
+        for every placeholder the outputs need, and optionally for computed tensors.
+    :returns: a numpy array of the tensor's shape and dtype, or a list of them for a list of outputs.
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises EvaluationError: when ``feed`` is not a dict of tensors, an input is not fed, a fed array has another
+        shape or dtype (or is ragged), a fed tensor is also an output, or a stage does not fit in memory.
+    :raises OutOfBoundsError: when a stage reads a tensor outside its bounds at a point it really computes (not
+        under a false ``select`` branch or ``where=``).
     """
     single = isinstance(outputs, Tensor)
     outs = as_tensor_list(outputs, "evaluate")

@@ -127,6 +127,29 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
     Returns a list-like :class:`Gradients` with ``.adjoints`` and
     ``.adjoint_summands``.  Integer inputs, and inputs ``output`` does not
     depend on, get a zero gradient of the right shape.
+
+    :param output: the float tensor to differentiate.
+    :param inputs: a tensor or a list of tensors to differentiate with respect to; None for every placeholder
+        ``output`` depends on.
+    :param head: the adjoint of ``output``, a tensor of shape ``prefix + output.shape`` and ``output``'s dtype;
+        None for the identity (full Jacobians).
+    :param fdiff: ``fdiff(out, inp, head)`` -> the adjoint contribution of ``out`` to its immediate input ``inp``,
+        used on every edge instead of the built-in building block; None for the built-in one.
+    :param override: ``{Y: (inputs, fn)}``: custom gradients, ``fn(Y, inputs, adjoint_of_Y)`` -> one adjoint (or
+        None) per input; None for none.
+    :param optimize: simplify every adjoint with the exact ISL simplifier (and the building blocks' own
+        simplifications).
+    :returns: a :class:`Gradients`: the gradients in the order of ``inputs``, with ``.adjoints`` and
+        ``.adjoint_summands``.
+    :raises PolyadError: when ``output`` or an input is not a tensor, ``head`` is not a tensor, ``fdiff`` or an
+        override's ``fn`` is not callable, ``override`` is malformed, or an ``fdiff``/override returns something
+        other than a tensor or the wrong number of adjoints.
+    :raises DtypeError: when ``output`` is not a float tensor, ``head``'s dtype differs from it, or a custom
+        contribution's dtype differs from its input's.
+    :raises ShapeError: when ``head``'s shape does not end with ``output.shape``, or a custom contribution does not
+        have shape ``prefix + input.shape``.
+    :raises NotDifferentiableError: when a tensor on a path from an input to ``output`` is defined by an operation
+        or an operator with no derivative rule (give it an ``override``).
     """
     if not isinstance(output, Tensor):
         raise PolyadError(f"differentiate: the output must be a tensor, got {output!r}")
@@ -209,7 +232,17 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
 
 
 def jacobian(output, input, optimize=True):  # noqa: A002 - TVM's name
-    """The Jacobian of ``output`` w.r.t. its immediate input ``input``: shape output.shape + input.shape."""
+    """The Jacobian of ``output`` w.r.t. its immediate input ``input``: shape output.shape + input.shape.
+
+    :param output: the float tensor, a compute.
+    :param input: a tensor ``output``'s compute reads directly.
+    :param optimize: simplify the result (as ``pa.differentiate``'s ``optimize``).
+    :returns: a new tensor of shape ``output.shape + input.shape`` (zero when ``input`` is not a float tensor).
+    :raises PolyadError: when ``output`` or ``input`` is not a tensor, or ``input`` is not an immediate input of
+        ``output``'s compute (use ``pa.differentiate`` for indirect dependencies).
+    :raises DtypeError: when ``output`` is not a float tensor.
+    :raises NotDifferentiableError: when ``output``'s body uses an operator with no derivative rule.
+    """
     if not isinstance(output, Tensor) or not isinstance(input, Tensor):
         raise PolyadError(f"jacobian needs two tensors, got {output!r} and {input!r}")
     if not isinstance(output.op, ComputeOp) or not any(t is input for t in output.op.input_tensors):

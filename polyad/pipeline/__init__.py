@@ -263,6 +263,23 @@ def build(outputs, inputs, schedule="auto", device=None):
     Raises ``BuildError`` (with the source and the compiler log) when even the
     naive schedule does not build, ``DeviceError`` when no device is usable,
     ``ScheduleError`` for a schedule that does not fit the graph.
+
+    :param outputs: a tensor or a list of tensors to compute.
+    :param inputs: a tensor or a list of tensors given as arrays when the module is called, in that order: every
+        placeholder the outputs need, and optionally computed tensors.
+    :param schedule: ``"auto"``, ``"naive"``, a :class:`~polyad.schedule.Schedule`, its dict or JSON text, or a
+        :class:`~polyad.schedule.Auto` (the auto-scheduler on a given device model).
+    :param device: a substring of ``"platform | device"``, a ``pyopencl.Device``, or None for the default.
+    :returns: the compiled :class:`~polyad.runtime.Module`, called as ``mod(*arrays)``.
+    :raises PolyadError: when ``outputs`` or ``inputs`` is not a tensor or a list of tensors, an output is listed
+        twice or is a placeholder, or a placeholder the outputs need is not among ``inputs``.
+    :raises FeedError: when a tensor is listed twice among ``inputs``, or is both an input and an output.
+    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
+    :raises DeviceError: when no OpenCL device is usable or none matches ``device``, or the device lacks float64
+        for float64 tensors.
+    :raises DeviceLimitError: when a buffer or the work-groups exceed what the device allows.
+    :raises BuildError: when the program does not compile even with the naive schedule (it carries the source and
+        the compiler log).
     """
     from ..runtime.module import Module
     from ..te.graph import cut

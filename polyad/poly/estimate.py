@@ -85,6 +85,12 @@ def estimate(tensors):
     """``pa.estimate(tensors)``: iterations, flops and intermediate memory of computing ``tensors``.
 
     Everything the tensors depend on is counted once per stage.
+
+    :param tensors: a tensor or a list of tensors.
+    :returns: an ``Estimate``: ``iterations``, ``flops`` and ``memory`` (bytes of the intermediate stages) in all,
+        and ``stages``, one ``StageCost`` per stage in dependency order (``Estimate.stage(name)`` finds one); counts
+        are exact isl point counts of the statements' domains.
+    :raises PolyadError: when ``tensors`` is not a tensor or a list of tensors.
     """
     outs = as_tensor_list(tensors, "estimate")
     out_ops = {id(t.op) for t in outs}

@@ -130,6 +130,13 @@ def residuals(outputs, unknown, save="all"):
     reshape) is recomputed from what it reads, so its own computed inputs take
     its place.  An elementwise chain then saves nothing, and a padded
     convolution saves its input, not the padded copy.
+
+    :param outputs: a tensor or a list of tensors (the gradients).
+    :param unknown: a placeholder or a list of placeholders the backward gets only then (the head).
+    :param save: ``"all"`` (every residual) or ``"reductions"`` (only stages with a reduction).
+    :returns: the list of residual tensors, in graph order.
+    :raises PolyadError: when ``save`` is neither ``"all"`` nor ``"reductions"``, ``outputs`` or ``unknown`` is not
+        a tensor or a list of tensors, or an ``unknown`` tensor is not a placeholder.
     """
     if save not in _SAVE:
         raise PolyadError(f"residuals: save must be one of {_SAVE}, got {save!r}")

@@ -125,6 +125,15 @@ def show(tensors, schedule=None, **kwargs):
     shown through the operation's ``show_lines(printer, name)`` method.
     ``pa.show(tensors, schedule="auto")`` prints the schedule's decisions and the
     graph codegen gets (after inlining and rfactor) instead.
+
+    :param tensors: a tensor or a list of tensors.
+    :param schedule: None for the graph as written; else a schedule as ``pa.build`` takes it (``"auto"``,
+        ``"naive"``, a ``Schedule`` or its JSON), shown with the graph it transforms.
+    :param kwargs: with ``schedule``, passed to :func:`polyad.schedule.show` (``device=``: the device whose model
+        ``"auto"`` uses).
+    :returns: the text.
+    :raises PolyadError: when ``tensors`` is not a tensor or a list of tensors.
+    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
     """
     from .tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 
