@@ -131,8 +131,8 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
     :param output: the float tensor to differentiate.
     :param inputs: a tensor or a list of tensors to differentiate with respect to; None for every placeholder
         ``output`` depends on.
-    :param head: the adjoint of ``output``, a tensor of shape ``prefix + output.shape`` and ``output``'s dtype;
-        None for the identity (full Jacobians).
+    :param head: the adjoint of ``output``, a tensor of shape ``prefix + output.shape`` and ``output``'s dtype; None
+        for the identity (full Jacobians).
     :param fdiff: ``fdiff(out, inp, head)`` -> the adjoint contribution of ``out`` to its immediate input ``inp``,
         used on every edge instead of the built-in building block; None for the built-in one.
     :param override: ``{Y: (inputs, fn)}``: custom gradients, ``fn(Y, inputs, adjoint_of_Y)`` -> one adjoint (or

@@ -39,8 +39,7 @@ def full(shape, fill_value, dtype=None):
     :returns: a new tensor of ``shape`` and that dtype, tagged "elementwise".
     :raises ShapeError: when ``shape`` is not a tuple of positive integers.
     :raises DtypeError: when ``fill_value`` is not a Python or numpy scalar, ``dtype`` is not a dtype polyad
-        supports,
-        or the value does not fit an integer ``dtype``.
+        supports, or the value does not fit an integer ``dtype``.
     """
     return _fill("full", shape, fill_value, dtype)
 

@@ -315,8 +315,8 @@ def cross_entropy(logits, labels, check_labels=True):
 
     :param logits: the scores, a 2-D float tensor (batch, classes).
     :param labels: the class of each row, an int32 or int64 tensor (batch,).
-    :param check_labels: make the loss NaN for a label outside ``[0, classes)`` (True), or let it contribute
-        no target term (False).
+    :param check_labels: make the loss NaN for a label outside ``[0, classes)`` (True), or let it contribute no
+        target term (False).
     :returns: a new 0-d tensor of ``logits``' dtype: the mean loss.
     :raises DtypeError: when ``logits`` or ``labels`` is not a tensor, ``logits`` is not a float tensor, or
         ``labels`` is not an integer tensor.
@@ -398,8 +398,7 @@ def conv2d(data, weight, strides=1, padding=0, dilation=1, groups=1):
         differ.
     :raises ShapeError: when ``data`` or ``weight`` is not 4-D, a stride, padding, dilation or ``groups`` is
         malformed or out of range, ``groups`` does not divide the channels, the weight's input channels do not
-    match,
-        or the dilated kernel is larger than the padded input.
+        match, or the dilated kernel is larger than the padded input.
     """
     op = "conv2d"
     _conv_common(data, weight, op)
@@ -554,8 +553,8 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     :param pool_type: ``"max"`` or ``"avg"``.
     :param ceil_mode: round the output size up (a last window must still start inside the input or its top/left
         padding), as PyTorch's ``ceil_mode``.
-    :param count_include_pad: for ``"avg"``: divide by the window including padding (True) or by the number of
-        input elements in it (False).
+    :param count_include_pad: for ``"avg"``: divide by the window including padding (True) or by the number of input
+        elements in it (False).
     :returns: a new (N, C, out_h, out_w) tensor of ``data``'s dtype.
     :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``.
     :raises PolyadError: when ``pool_type`` is neither ``"max"`` nor ``"avg"``.

@@ -83,7 +83,7 @@ def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
     :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
         dtype.
-    :returns: a new tensor of the reduced shape.
+    :returns: a new tensor of the reduced shape, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
@@ -101,7 +101,7 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
     :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
         dtype.
-    :returns: a new tensor of the reduced shape.
+    :returns: a new tensor of the reduced shape, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
@@ -117,7 +117,7 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
     :param x: the tensor to reduce.
     :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
-    :returns: a new tensor of the reduced shape and ``x``'s dtype.
+    :returns: a new tensor of the reduced shape and ``x``'s dtype, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
@@ -132,7 +132,7 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
     :param x: the tensor to reduce.
     :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
-    :returns: a new tensor of the reduced shape and ``x``'s dtype.
+    :returns: a new tensor of the reduced shape and ``x``'s dtype, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
@@ -151,7 +151,7 @@ def mean(x, axis=None, keepdims=False, dtype=None):
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
     :param dtype: the float dtype of the computation and the result; None takes ``x``'s for floats, float64
         otherwise.
-    :returns: a new float tensor of the reduced shape.
+    :returns: a new float tensor of the reduced shape, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a float dtype polyad supports.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """

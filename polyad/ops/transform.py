@@ -220,8 +220,8 @@ def expand_dims(x, axis, name="expand_dims"):
     """numpy ``expand_dims``: insert size-1 axes at the positions ``axis`` of the result.
 
     :param x: the tensor.
-    :param axis: an int or a sequence of ints: the positions of the new axes in the result (negative counts from
-        the end of the result).
+    :param axis: an int or a sequence of ints: the positions of the new axes in the result (negative counts from the
+        end of the result).
     :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
     :returns: a new tensor of rank ``x.ndim + len(axis)``.
     :raises DtypeError: when ``x`` is not a tensor.
@@ -318,8 +318,8 @@ def concatenate(tensors, axis=0, name="concatenate"):
     :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
     :returns: a new tensor whose ``axis`` is the sum of the inputs' sizes on it.
     :raises DtypeError: when an element is not a tensor, or the tensors' dtypes differ.
-    :raises ShapeError: when there is no tensor, the tensors are 0-d, their ranks differ, or their shapes differ
-        off ``axis``.
+    :raises ShapeError: when there is no tensor, the tensors are 0-d, their ranks differ, or their shapes differ off
+        ``axis``.
     :raises AxisError: when ``axis`` is not an integer or is out of range.
     """
     tensors = _tensor_list(tensors, name)
@@ -427,8 +427,8 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     :returns: a new tensor of the sliced shape.
     :raises DtypeError: when ``x`` is not a tensor.
     :raises AxisError: when an axis in ``axes`` is out of range or repeated, or there are more than ``x.ndim``.
-    :raises ShapeError: when the lists' lengths do not match the axes, a bound or stride is not an integer, a
-        stride is 0, or a slice is empty (tensors have no empty axes).
+    :raises ShapeError: when the lists' lengths do not match the axes, a bound or stride is not an integer, a stride
+        is 0, or a slice is empty (tensors have no empty axes).
     """
     x = check_tensor(x, name)
     begin, end = list(begin), list(end)
@@ -479,8 +479,8 @@ def split(x, indices_or_sections, axis=0, name="split"):
     out-of-range indices) raises ShapeError: tensors have no empty axes.
 
     :param x: the tensor to split, of at least one axis.
-    :param indices_or_sections: an int ``n`` (that many equal pieces) or a sequence of ints (the cut positions
-        along ``axis``).
+    :param indices_or_sections: an int ``n`` (that many equal pieces) or a sequence of ints (the cut positions along
+        ``axis``).
     :param axis: the axis to split (negative counts from the end).
     :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
     :returns: a list of new tensors, the pieces in order.
@@ -899,8 +899,8 @@ def matmul(a, b, name="matmul"):
     :param a: the left tensor, of at least one axis.
     :param b: the right tensor, of at least one axis and ``a``'s dtype.
     :param name: the name of the resulting compute (what ``pa.show`` and the generated kernels call it).
-    :returns: a new tensor: the broadcast batch axes, then the rows of ``a`` and the columns of ``b`` (each
-        dropped for a 1-D operand).
+    :returns: a new tensor: the broadcast batch axes, then the rows of ``a`` and the columns of ``b`` (each dropped
+        for a 1-D operand).
     :raises DtypeError: when ``a`` or ``b`` is not a tensor, or their dtypes differ.
     :raises ShapeError: when an operand is 0-d, the contracted axes differ in size, or the batch axes do not
         broadcast.

@@ -275,8 +275,8 @@ def build(outputs, inputs, schedule="auto", device=None):
         twice or is a placeholder, or a placeholder the outputs need is not among ``inputs``.
     :raises FeedError: when a tensor is listed twice among ``inputs``, or is both an input and an output.
     :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
-    :raises DeviceError: when no OpenCL device is usable or none matches ``device``, or the device lacks float64
-        for float64 tensors.
+    :raises DeviceError: when no OpenCL device is usable or none matches ``device``, or the device lacks float64 for
+        float64 tensors.
     :raises DeviceLimitError: when a buffer or the work-groups exceed what the device allows.
     :raises BuildError: when the program does not compile even with the naive schedule (it carries the source and
         the compiler log).

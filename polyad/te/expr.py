@@ -895,12 +895,10 @@ def max(a, b=None, axis=None, where=None):  # noqa: A001
     :param b: the second operand of the binary maximum (an expression or a number), or None to reduce.
     :param axis: a reduce axis or a list of them: reduce ``a`` over them.
     :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
-    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression
-        ``max(a, b)``.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression ``max(a, b)``.
     :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
     :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
-        not
-        bool (reduction).
+        not bool (reduction).
     :raises PolyadError: when a reduced ``a`` contains a reduction itself.
     """
     if _is_reduction_call(b, axis):
@@ -919,12 +917,10 @@ def min(a, b=None, axis=None, where=None):  # noqa: A001
     :param b: the second operand of the binary minimum (an expression or a number), or None to reduce.
     :param axis: a reduce axis or a list of them: reduce ``a`` over them.
     :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
-    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression
-        ``min(a, b)``.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression ``min(a, b)``.
     :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
     :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
-        not
-        bool (reduction).
+        not bool (reduction).
     :raises PolyadError: when a reduced ``a`` contains a reduction itself.
     """
     if _is_reduction_call(b, axis):

@@ -265,8 +265,7 @@ def placeholder(shape, dtype="float32", name="placeholder"):
 
     :param shape: the shape: an int or a tuple of positive ints.
     :param dtype: the dtype: ``"float32"`` (default), ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a
-        numpy
-        dtype.
+        numpy dtype.
     :param name: the name, used in printouts, error messages and kernels.
     :returns: the new input tensor (two placeholders of the same name are two inputs).
     :raises ShapeError: when ``shape`` is not a tuple of positive integers.
