@@ -20,20 +20,19 @@ from ..errors import ScheduleError
 class StageSchedule:
     """How one stage is scheduled (loop-level decisions, applied by codegen to the isl schedule tree).
 
-    ``grid_dims``: the outer output loops are mapped onto at most this many
-    NDRange dimensions (1 to 3); when a stage has more output dimensions, the
-    leading ones are fused into the first grid dimension.  The innermost output
-    loop becomes ``get_global_id(0)``.
-    ``local_size``: the work-group size (innermost first, as OpenCL), or None to
-    let the OpenCL implementation choose.
-    ``tile``: per output dimension (outermost first), the block of outputs one
-    work-item computes; the NDRange iterates over blocks, and inside a block the
-    output points are unrolled around the reduction loop (unroll-and-jam:
-    register blocking).  None means 1 everywhere.
-    ``vectorize``: the innermost output dimension of a block is computed in
-    OpenCL ``floatN`` vectors (N in 1, 2, 4, 8, 16); it must divide that
-    dimension's tile size.
-    ``unroll``: unroll factor of the innermost reduction loop.
+    :param grid_dims: the outer output loops are mapped onto at most this many NDRange dimensions (1 to 3); when a
+        stage has more output dimensions, the leading ones are fused into the first grid dimension.  The innermost
+        output loop becomes ``get_global_id(0)``.
+    :param local_size: the work-group size (1 to 3 positive ints, innermost first, as OpenCL), or None to let the
+        OpenCL implementation choose.
+    :param tile: per output dimension (outermost first), the block of outputs one work-item computes (positive
+        ints); the NDRange iterates over blocks, and inside a block the output points are unrolled around the
+        reduction loop (unroll-and-jam: register blocking).  None means 1 everywhere.
+    :param vectorize: the innermost output dimension of a block is computed in OpenCL ``floatN`` vectors (N in 1, 2,
+        4, 8, 16); it must divide that dimension's tile size.
+    :param unroll: unroll factor of the innermost reduction loop, a positive int.
+    :raises ScheduleError: when a field is out of its range or of the wrong type (checked on construction; that a
+        tile fits its stage is checked against the graph, by :func:`validate`).
     """
 
     grid_dims: int = 3
@@ -99,10 +98,14 @@ class StageSchedule:
 class RFactor:
     """An rfactor decision with its axis and form (``Schedule.rfactor`` values may also be a bare factor).
 
-    ``axis``: the reduction axis to split, by name (None: the largest);
-    ``interleave``: keep the inner part of the split as the partial stage's
-    last axis (None: :func:`polyad.schedule.graph.rfactor`'s default).  See
-    :func:`polyad.schedule.graph.rfactor`.
+    See :func:`polyad.schedule.graph.rfactor`.
+
+    :param factor: the split factor, an integer >= 2.
+    :param axis: the reduction axis to split, by name (None: the largest).
+    :param interleave: keep the inner part of the split as the partial stage's last axis (None:
+        :func:`polyad.schedule.graph.rfactor`'s default).
+    :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave`` is not
+        a bool or None.
     """
 
     factor: int
@@ -158,17 +161,24 @@ SCHEDULE_VERSION = 1
 class Schedule:
     """A schedule for a whole build.
 
-    ``stages``: loop-level decisions per stage, keyed by the stage's unique name
-    (as ``pa.show`` prints it).  ``inline``: names of reduction-free stages to
-    inline into their consumers, and ``rfactor``: stage name -> factor (the
-    stage's largest reduction axis is split by it: a partial stage
-    ``<name>_rf`` reduces blocks of ``factor`` iterations, the stage itself
-    reduces the partial results; a value may be an :class:`RFactor` naming the
-    axis and form) and ``pad``: names of sums clipped by an operand's bounds to
-    run over their bounding box on a zero-padded copy of it
-    (:func:`polyad.schedule.graph.pad_reads`), graph-level transformations
-    applied to the tensor graph before codegen (pad, then rfactor, then inline).  ``notes``: why the auto-scheduler decided
-    what it did (shown by :meth:`describe`, not used by codegen).
+    Graph-level decisions (``pad``, ``rfactor``, ``inline``) are transformations applied to the tensor graph
+    before codegen (pad, then rfactor, then inline); loop-level ones (``stages``, ``default``) are applied by
+    codegen.
+
+    :param name: the schedule's name (``"naive"``, ``"auto"``, or one of your own).
+    :param stages: loop-level decisions per stage: a dict of the stage's unique name (as ``pa.show`` prints it) ->
+        :class:`StageSchedule`.
+    :param default: the :class:`StageSchedule` of the stages ``stages`` does not mention.
+    :param inline: names of reduction-free stages to inline into their consumers.
+    :param rfactor: stage name -> factor: the stage's largest reduction axis is split by it (a partial stage
+        ``<name>_rf`` reduces blocks of ``factor`` iterations, the stage itself reduces the partial results); a
+        value may be an :class:`RFactor` naming the axis and form.
+    :param notes: why the auto-scheduler decided what it did (shown by :meth:`describe`, not used by codegen).
+    :param pad: names of sums clipped by an operand's bounds to run over their bounding box on a zero-padded copy of
+        it (:func:`polyad.schedule.graph.pad_reads`).
+    :raises ScheduleError: when a field has the wrong type (``stages`` not a dict of names -> StageSchedule,
+        ``inline`` or ``pad`` not a set of names, a bad rfactor value); whether the names exist in the graph is
+        checked by :func:`validate`.
     """
 
     name: str = "naive"
@@ -309,7 +319,10 @@ def _wrap(head, names, width=100):
 class Auto:
     """``schedule=Auto(model)``: the auto-scheduler's choice for a given :class:`DeviceModel` (a recorded
     model, another device's) instead of the device's own calibrated one.  ``"auto"`` is ``Auto`` of
-    the device the build runs on."""
+    the device the build runs on.
+
+    :param model: the :class:`DeviceModel` the auto-scheduler plans for.
+    """
 
     model: object
 
@@ -321,7 +334,10 @@ class Auto:
 
 
 def naive():
-    """The correctness baseline: every stage its own kernel, outer loops on the NDRange."""
+    """The correctness baseline: every stage its own kernel, outer loops on the NDRange.
+
+    :returns: the :class:`Schedule` named ``"naive"``, with no decision.
+    """
     return Schedule("naive")
 
 
@@ -332,6 +348,16 @@ def resolve(schedule, outputs=None, device=None):
     the auto-scheduler on the graph of ``outputs`` for ``device`` (a
     :class:`DeviceModel`, a recorded model, a ``pyopencl.Device`` or None for
     the default device: see :meth:`DeviceModel.of`).
+
+    :param schedule: ``"naive"``, None, ``"auto"``, an :class:`Auto`, a :class:`Schedule`, its dict or its JSON
+        text.
+    :param outputs: the tensors of the graph; needed for ``"auto"`` and :class:`Auto`.
+    :param device: for ``"auto"``: the device whose model the auto-scheduler uses (see :meth:`DeviceModel.of`).
+    :returns: the :class:`Schedule`.
+    :raises ScheduleError: when ``schedule`` is an unknown name or type, its dict or JSON is not a valid schedule,
+        or ``"auto"``/:class:`Auto` comes without ``outputs``.
+    :raises DeviceError: for ``"auto"``, when the device's model cannot be had (no usable device, an unreadable
+        recorded model).
     """
     if isinstance(schedule, Schedule):
         return schedule
@@ -367,6 +393,14 @@ def prepare(outputs, schedule="auto", device=None):
     (ScheduleError naming the stage) and applies its graph-level
     transformations (pad, rfactor, then inline).  Stages are renamed to their
     unique names so that codegen finds their schedules.
+
+    :param outputs: a tensor or a list of tensors.
+    :param schedule: anything :func:`resolve` takes (``"auto"`` by default).
+    :param device: for ``"auto"``: the device whose model the auto-scheduler uses.
+    :returns: ``(outputs, schedule)``: the outputs of the transformed graph and the :class:`Schedule` whose
+        loop-level decisions codegen applies.
+    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph (naming the stage).
+    :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
     """
     from .graph import apply_graph_schedule, uniquely_named
 
@@ -375,7 +409,15 @@ def prepare(outputs, schedule="auto", device=None):
 
 
 def show(tensors, schedule="auto", device=None):
-    """The schedule's decisions (``describe()``) and the graph codegen gets (``pa.show``), as text."""
+    """The schedule's decisions (``describe()``) and the graph codegen gets (``pa.show``), as text.
+
+    :param tensors: a tensor or a list of tensors.
+    :param schedule: anything :func:`resolve` takes (``"auto"`` by default).
+    :param device: for ``"auto"``: the device whose model the auto-scheduler uses.
+    :returns: the text: the schedule's decisions, a blank line, then the transformed graph.
+    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
+    :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
+    """
     from ..te.printer import show as show_graph
 
     outs, sched = prepare(tensors, schedule, device)

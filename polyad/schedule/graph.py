@@ -144,6 +144,13 @@ def inline(outputs, names):
     expression, or a polyhedral stage made of one assignment over its whole
     box.  Outputs cannot be inlined (they need their buffer).  Raises
     ScheduleError naming the stage otherwise.
+
+    :param outputs: a tensor or a list of tensors (stages are found by their names in this graph).
+    :param names: a stage name or a collection of them.
+    :returns: the list of outputs of the rewritten graph (``outputs`` as a list when ``names`` is empty).
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises ScheduleError: when a named stage does not exist (inputs are not stages), is an output, or is not
+        inlinable.
     """
     outs = as_tensor_list(outputs, "inline outputs")
     names = {names} if isinstance(names, str) else set(names)
@@ -298,6 +305,17 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
     factors that do not divide the extent (asked for, the guard on the last
     partials is the partial statement's domain: ragged vector lanes, measured
     slower than the blocked form on conv2d_3x3's weight gradient).
+
+    :param outputs: a tensor or a list of tensors.
+    :param stage: the name of the reduction stage to split.
+    :param factor: the split factor, an integer >= 2 and smaller than the split axis's extent.
+    :param axis: the name of the reduction axis to split; None for the largest.
+    :param interleave: True for the interleaved form, False for the blocked one, None for the default above.
+    :returns: the list of outputs of the rewritten graph (with the partial stage ``<stage>_rf``).
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises ScheduleError: when there is no stage ``stage`` or it is not a single reduction, ``factor`` is not an
+        integer >= 2 or not smaller than the axis's extent, ``axis`` is not one of its reduction axes, or
+        ``interleave`` is asked for a tuple or custom reducer.
     """
     outs = as_tensor_list(outputs, "rfactor outputs")
     ops, by_name = stage_ops(outs)
@@ -522,6 +540,14 @@ def validate(outputs, schedule):
     """Raise ScheduleError (naming the stage) when ``schedule`` does not fit the graph of ``outputs``.
 
     ``outputs`` are expected to be uniquely named (see :func:`uniquely_named`).
+
+    :param outputs: a tensor or a list of tensors, uniquely named.
+    :param schedule: the :class:`~polyad.schedule.Schedule` to check.
+    :returns: None: the schedule fits.
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises ScheduleError: when the schedule names a stage the graph does not have, pads, rfactors or inlines a
+        stage that cannot be, schedules an inlined stage, or gives a stage a tile or vector width that does not fit
+        its loops.
     """
     _validated(as_tensor_list(outputs, "schedule outputs"), schedule)
 

@@ -32,7 +32,27 @@ MODEL_FORMAT = "polyad-device-model-1"
 
 @dataclass(frozen=True)
 class DeviceModel:
-    """What the cost model knows about a device (float32 figures, whole device)."""
+    """What the cost model knows about a device (float32 figures, whole device).
+
+    Made from a calibration (:meth:`from_calibration`), a recorded model (:meth:`from_dict`, :meth:`load`), or
+    for a device (:meth:`of`) rather than by hand.
+
+    :param kind: ``"cpu"`` or ``"gpu"``.
+    :param cores: compute units.
+    :param widths: float32 vector widths that compile and compute correctly (must include 1).
+    :param gflops: ``((width, GFLOP/s of independent multiply-adds), ...)`` (or a dict width -> GFLOP/s).
+    :param vector_width: the best width.
+    :param fma_slots: independent (vector) accumulators that keep the multiply-add pipes busy.
+    :param registers: vector accumulators a work-item holds before spilling.
+    :param cache_gbs: cache-resident read bandwidth, GB/s.
+    :param dram_gbs: streaming bandwidth, GB/s.
+    :param load_rate: G vector loads issued per second.
+    :param launch_s: seconds per kernel launch.
+    :param min_parallel: work-items (CPU) or threads (GPU) below which the device idles.
+    :param local_sizes: work-group sizes to choose from (empty: the implementation picks).
+    :param source: where the figures come from.
+    :raises DeviceError: when ``widths`` lacks 1 (scalar code does not work on the device).
+    """
 
     kind: str  # "cpu" or "gpu"
     cores: int  # compute units
