@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -23,4 +24,11 @@ def browser():
             "no headless browser installed (looked for " + ", ".join(BROWSERS) + ")"
         pytest.skip(f"{wanted}: the HTML report is not opened in a browser. Install Debian's chromium "
                     "(`sh tests/install-browser`, as root) or set POLYAD_TEST_BROWSER")
+    try:  # a stub that cannot start (Ubuntu's snap transitional package in a container) is no browser either
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        why = None if proc.returncode == 0 else f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[:300]}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    if why:
+        pytest.skip(f"{path} does not start ({why}): the HTML report is not opened in a browser")
     return path
