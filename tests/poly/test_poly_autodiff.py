@@ -122,16 +122,20 @@ def test_workload_gradients_simplify_fast(name, make):
         assert estimate(dX).stage(dX.op.name).flops == 2 * 32 * 1000 * 1000
 
 
-def test_chain_gradient_simplifies_in_linear_time():
-    # WORKLOADS "chain": y = x*(x*(...)), 200 deep; the raw adjoints are 200 select-sums
-    x = pa.placeholder((1000,), name="x")
-    y = x
-    for _ in range(200):
-        y = pa.ops.multiply(x, y)
-    H = pa.placeholder((1000,), name="H")
-    raw = list(pa.differentiate(y, [x], H, optimize=False))
-    t0 = time.perf_counter()
-    s = simplify(raw)
-    assert time.perf_counter() - t0 < 1.0
+def test_chain_gradient_simplifies_to_linear_size():
+    """WORKLOADS "chain": y = x*(x*(...)); the raw adjoints are select-sums over (1000 x 1000).  The
+    simplified gradient's work grows linearly with depth (twice as deep, twice the flops: no quadratic
+    growth of expressions, TVM's failure); how fast simplify runs is benchmarks/'s business (chain)."""
+    def simplified(depth):
+        x = pa.placeholder((1000,), name="x")
+        y = x
+        for _ in range(depth):
+            y = pa.ops.multiply(x, y)
+        H = pa.placeholder((1000,), name="H")
+        return simplify(list(pa.differentiate(y, [x], H, optimize=False)))
+
+    half, s = estimate(simplified(100)), estimate(simplified(200))
+    assert 1.8 <= s.flops / half.flops <= 2.2, (half.flops, s.flops)
+    assert len(s.stages) <= 2.2 * len(half.stages)
     # every raw select-sum over (1000 x 1000) became a 1000-point elementwise stage
-    assert all(st.iterations <= 1000 for st in estimate(s).stages)
+    assert all(st.iterations <= 1000 for st in s.stages)
