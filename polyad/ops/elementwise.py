@@ -26,16 +26,12 @@ from ..te.expr import Const, binary, select, unary
 from ..te.expr import cast as _expr_cast
 from ._util import check_operand, describe, map_compute, read_as, result_dtype
 
-_BINARY = (
+__all__ = [
     "add", "subtract", "multiply", "divide", "floor_divide", "mod", "power", "maximum", "minimum",
-    "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-    "logical_and", "logical_or", "left_shift", "right_shift",
-)
-_FLOAT_MATH = ("exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf")
-_ROUNDING = ("floor", "ceil", "round", "trunc")
-
-__all__ = list(_BINARY) + list(_FLOAT_MATH) + list(_ROUNDING) + [
-    "negative", "abs", "sign", "logical_not", "clip", "where", "cast",
+    "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
+    "logical_or", "left_shift", "right_shift", "exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh",
+    "sigmoid", "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "negative", "abs", "sign",
+    "logical_not", "clip", "where", "cast",
 ]
 
 
@@ -212,29 +208,86 @@ def minimum(x1, x2):
 
 # -- comparisons and logic -------------------------------------------------------
 
-def _compare(name, op):
-    def f(x1, x2):
-        return _nary(name, (x1, x2), _same, lambda a, b: binary(op, a, b))
-
-    f.__name__ = name
-    f.__doc__ = (
-        f"``{name}(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).\n\n"
-        ":param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
-        ":param x2: the second operand, broadcast with ``x1`` as numpy does.\n"
-        ":returns: a new bool tensor of the broadcast shape.\n"
-        ":raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),\n"
-        "    the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.\n"
-        ":raises ShapeError: when the tensor operands' shapes do not broadcast.\n"
-    )
-    return f
+def _compare(name, op, x1, x2):
+    return _nary(name, (x1, x2), _same, lambda a, b: binary(op, a, b))
 
 
-equal = _compare("equal", "eq")
-not_equal = _compare("not_equal", "ne")
-greater = _compare("greater", "gt")
-greater_equal = _compare("greater_equal", "ge")
-less = _compare("less", "lt")
-less_equal = _compare("less_equal", "le")
+def equal(x1, x2):
+    """``equal(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("equal", "eq", x1, x2)
+
+
+def not_equal(x1, x2):
+    """``not_equal(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("not_equal", "ne", x1, x2)
+
+
+def greater(x1, x2):
+    """``greater(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("greater", "gt", x1, x2)
+
+
+def greater_equal(x1, x2):
+    """``greater_equal(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("greater_equal", "ge", x1, x2)
+
+
+def less(x1, x2):
+    """``less(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("less", "lt", x1, x2)
+
+
+def less_equal(x1, x2):
+    """``less_equal(x1, x2)``: elementwise comparison, a bool tensor (operands promoted first).
+    
+    :param x1: the first operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :param x2: the second operand, broadcast with ``x1`` as numpy does.
+    :returns: a new bool tensor of the broadcast shape.
+    :raises DtypeError: when an operand is not a tensor or a scalar (a numpy array of rank > 0 included),
+        the operands have no common dtype polyad supports, or a scalar does not fit the promoted dtype.
+    :raises ShapeError: when the tensor operands' shapes do not broadcast.
+    """
+    return _compare("less_equal", "le", x1, x2)
 
 
 def _logic_body(op):
@@ -347,54 +400,182 @@ def _float_math_dtype(t, what):
     return t if dt.is_float(t) else "float64"
 
 
-def _make_float_math(op):
-    def f(x):
-        return _nary(op, (x,), _float_math_dtype, lambda a: unary(op, a))
-
-    f.__name__ = op
-    f.__doc__ = (
-        f"``{op}(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.\n\n"
-        ":param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
-        ":returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.\n"
-        ":raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0\n"
-        "    included), or its dtype is not one polyad supports.\n"
-    )
-    return f
+def _float_math(op, x):
+    return _nary(op, (x,), _float_math_dtype, lambda a: unary(op, a))
 
 
-_ROUNDING_FIELDS = (
-    ":param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.\n"
-    ":returns: a new tensor of ``x``'s shape and dtype.\n"
-    ":raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included){bool_note},\n"
-    "    or its dtype is not one polyad supports.\n"
-)
-
-
-def _make_rounding(op):
+def _rounding(op, x):
     def rule(t, what):
         if op == "round" and dt.is_bool(t):
             raise DtypeError(f"{what}: round of bool would be float16 in numpy, which polyad lacks; cast it")
         return t
 
-    def f(x):
-        return _nary(op, (x,), rule, lambda a: unary(op, a) if dt.is_float(a.dtype) else a)
-
-    f.__name__ = op
-    f.__doc__ = (
-        f"``{op}(x)`` elementwise; integers are returned unchanged (as numpy).\n\n"
-        + _ROUNDING_FIELDS.format(bool_note=", ``x`` is bool (``round`` only)" if op == "round" else "")
-    )
-    return f
+    return _nary(op, (x,), rule, lambda a: unary(op, a) if dt.is_float(a.dtype) else a)
 
 
-for _op in _FLOAT_MATH:
-    globals()[_op] = _make_float_math(_op)
-for _op in _ROUNDING:
-    globals()[_op] = _make_rounding(_op)
-round.__doc__ = (  # noqa: F821
-    "``round(x)``: round half to even (numpy's ``round``/``rint``); integers unchanged.\n\n"
-    + _ROUNDING_FIELDS.format(bool_note=", ``x`` is bool")
-)
+def exp(x):
+    """``exp(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("exp", x)
+
+
+def log(x):
+    """``log(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("log", x)
+
+
+def log2(x):
+    """``log2(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("log2", x)
+
+
+def log1p(x):
+    """``log1p(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("log1p", x)
+
+
+def sqrt(x):
+    """``sqrt(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("sqrt", x)
+
+
+def rsqrt(x):
+    """``rsqrt(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("rsqrt", x)
+
+
+def tanh(x):
+    """``tanh(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("tanh", x)
+
+
+def sigmoid(x):
+    """``sigmoid(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("sigmoid", x)
+
+
+def sin(x):
+    """``sin(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("sin", x)
+
+
+def cos(x):
+    """``cos(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("cos", x)
+
+
+def erf(x):
+    """``erf(x)`` elementwise; integer tensors are computed in float64 (as numpy), bool raises.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape: of ``x``'s dtype for floats, float64 for integers.
+    :raises DtypeError: when ``x`` is bool, is not a tensor or a scalar (a numpy array of rank > 0
+        included), or its dtype is not one polyad supports.
+    """
+    return _float_math("erf", x)
+
+
+def floor(x):
+    """``floor(x)`` elementwise; integers are returned unchanged (as numpy).
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included),
+        or its dtype is not one polyad supports.
+    """
+    return _rounding("floor", x)
+
+
+def ceil(x):
+    """``ceil(x)`` elementwise; integers are returned unchanged (as numpy).
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included),
+        or its dtype is not one polyad supports.
+    """
+    return _rounding("ceil", x)
+
+
+def round(x):  # noqa: A001 - numpy's name
+    """``round(x)``: round half to even (numpy's ``round``/``rint``); integers unchanged.
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included), ``x`` is bool,
+        or its dtype is not one polyad supports.
+    """
+    return _rounding("round", x)
+
+
+def trunc(x):
+    """``trunc(x)`` elementwise; integers are returned unchanged (as numpy).
+    
+    :param x: the operand: a tensor, a scalar expression or a Python/numpy scalar.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises DtypeError: when ``x`` is not a tensor or a scalar (a numpy array of rank > 0 included),
+        or its dtype is not one polyad supports.
+    """
+    return _rounding("trunc", x)
 
 
 # -- selection, clipping, conversion -------------------------------------------------

@@ -27,6 +27,9 @@ def test_the_site_builds_strict_with_the_tutorial_executed(tmp_path):
     api = (site / "reference" / "polyad" / "index.html").read_text()
     for name in ("polyad.differentiate", "polyad.build", "polyad.evaluate", "polyad.exp"):
         assert name in api, name
+    ops = (site / "reference" / "ops" / "index.html").read_text()
+    for name in ("add", "exp", "equal", "round", "reshape", "matmul"):  # the elementwise families too
+        assert f'id="polyad.ops.{name}"' in ops, name
     assert "PolyadError" in (site / "reference" / "errors" / "index.html").read_text()
     assert (site / "tutorial.ipynb").is_file()
 
