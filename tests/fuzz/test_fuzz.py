@@ -20,7 +20,7 @@ _COMMON = dict(derandomize=True, deadline=None, database=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                                      HealthCheck.function_scoped_fixture])  # opencl is a gate, it holds no state
 settings.register_profile("polyad-fuzz-ci", max_examples=200, **_COMMON)
-settings.register_profile("polyad-fuzz-ci-opencl", max_examples=12, **_COMMON)
+settings.register_profile("polyad-fuzz-ci-opencl", max_examples=16, **_COMMON)
 settings.register_profile("polyad-fuzz-slow", max_examples=int(os.environ.get("POLYAD_FUZZ_EXAMPLES", "300")), **_COMMON)
 
 CI = settings.get_profile("polyad-fuzz-ci")
