@@ -25,5 +25,6 @@ from .poly import estimate
 from . import schedule  # also installs pa.show(tensors, schedule=...)
 from .schedule import Schedule, StageSchedule
 from .pipeline import build
+from .pipeline.vjp import vjp
 
 __version__ = "0.1.0"

@@ -1,0 +1,221 @@
+"""``fwd, bwd = pa.vjp(outputs, inputs)``: a compiled forward that saves what the backward needs.
+
+JAX's ``vjp`` linearises a function into a forward that returns its outputs and the residuals, and a
+backward that maps heads (cotangents) to gradients.  Here both are built modules:
+
+- ``fwd`` computes the outputs *and* the residuals (``pa.residuals(grads, heads, save)``: by default
+  JAX's ``dots_saveable`` policy, the stages with a reduction), leaving the residuals and the
+  inputs on the device in an opaque :class:`Residuals`;
+- ``bwd`` takes those and the heads and computes the gradients alone: none of the forward again.
+
+Plain ``pa.build(pa.differentiate(...))`` still works: it recomputes the forward's intermediates
+inside the backward, which costs more per step but needs no memory between the two calls.
+"""
+
+import time
+
+import numpy as np
+
+from ..errors import ArityError, PolyadError
+from ..te import dtype as dt
+from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, placeholder
+
+__all__ = ["vjp", "Residuals", "VJPForward", "VJPBackward"]
+
+
+class Residuals:
+    """What one forward run leaves for the backward: device buffers of its inputs and saved tensors.
+
+    Opaque: pass it to the backward of the same ``pa.vjp``.  ``tensors`` names what is saved (for
+    inspection); the buffers stay on the device until the object is dropped.
+    """
+
+    def __init__(self, owner, buffers, tensors):
+        self._owner = owner
+        self._buffers = buffers
+        self.tensors = tuple(tensors)
+
+    def __repr__(self):
+        return f"<polyad.Residuals of {len(self.tensors)} saved tensors: {[t.name for t in self.tensors]}>"
+
+
+def _is_device(a):
+    import pyopencl as cl
+
+    return isinstance(a, cl.Buffer) or (hasattr(a, "base_data") and hasattr(a, "offset"))
+
+
+def _inputs_on_device(module, arrays, names):
+    """Device buffers of ``arrays`` for ``module``'s first inputs: numpy arrays are copied (checked as
+    a module checks them), device buffers are used as they are."""
+    import pyopencl as cl
+
+    from ..runtime.module import _buffer
+    from ..te.tensor import array_for
+    from ..errors import DtypeError, ShapeError
+
+    bufs = []
+    for t, a in zip(names, arrays):
+        if _is_device(a):
+            bufs.append(_buffer(a, t))
+        else:
+            host = np.ascontiguousarray(array_for(t, a, "the array", ShapeError, DtypeError))
+            bufs.append(cl.Buffer(module.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                  hostbuf=host if host.dtype != bool else host.view(np.uint8)))
+    return bufs
+
+
+def _host(module, tensors, buffers):
+    import pyopencl as cl
+
+    out = []
+    for t, b in zip(tensors, buffers):
+        a = np.empty(t.shape, dtype=t.dtype)
+        cl.enqueue_copy(module.queue, a, b, is_blocking=True)
+        out.append(a)
+    return out
+
+
+class VJPForward:
+    """``y, res = fwd(*inputs)``: the outputs (one array, or a list) and the :class:`Residuals`.
+
+    Inputs are numpy arrays or pyopencl buffers, in the order given to ``pa.vjp``.  When every input
+    is a device buffer, the outputs are returned as device buffers too (nothing crosses to the host).
+    ``fwd.module`` is the built forward (outputs then saved tensors); ``fwd.source`` its OpenCL C.
+    """
+
+    def __init__(self, module, inputs, outputs, saved, single):
+        self.module = module
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.saved = list(saved)
+        self._single = single
+
+    @property
+    def source(self):
+        return self.module.source
+
+    def time(self, *arrays, repeat=10, warmup=1):
+        """Seconds per run of the forward (outputs and saved tensors), data on the device."""
+        return self.module.time(*arrays, repeat=repeat, warmup=warmup)
+
+    def __call__(self, *arrays):
+        if len(arrays) != len(self.inputs):
+            raise ArityError(f"the forward takes {len(self.inputs)} arrays "
+                             f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
+        on_device = bool(arrays) and all(_is_device(a) for a in arrays)
+        ins = _inputs_on_device(self.module, arrays, self.inputs)
+        outs = self.module.alloc_outputs()
+        self.module.run(*ins, *outs)
+        n = len(self.outputs)
+        res = Residuals(self, ins + outs, self.saved)  # the backward reads the outputs it saves too
+        ys = outs[:n] if on_device else _host(self.module, self.outputs, outs[:n])
+        return (ys[0] if self._single else ys), res
+
+
+class VJPBackward:
+    """``grads = bwd(res, *heads)``: the gradients with respect to ``wrt``, in its order (a list).
+
+    ``res`` is what the forward of the same ``pa.vjp`` returned; a head per output, numpy arrays or
+    device buffers (then the gradients are device buffers too).  ``bwd.module`` is the built backward.
+    """
+
+    def __init__(self, module, forward, heads, grads):
+        self.module = module
+        self._forward = forward
+        self.heads = list(heads)
+        self.grads = list(grads)
+
+    @property
+    def source(self):
+        return self.module.source
+
+    def __call__(self, res, *heads):
+        on_device = bool(heads) and all(_is_device(h) for h in heads)
+        bufs = self._buffers(res, heads)
+        self.module.run(*bufs)
+        outs = bufs[-len(self.grads):]
+        return outs if on_device else _host(self.module, self.grads, outs)
+
+    def time(self, res, *heads, repeat=10, warmup=1):
+        """Seconds per run of the backward alone (a numpy array of ``repeat`` values), data on the device."""
+        from ..runtime.module import _check_count
+
+        _check_count("repeat", repeat, 1)
+        _check_count("warmup", warmup, 0)
+        bufs = self._buffers(res, heads)
+        for _ in range(warmup):
+            self.module.run(*bufs)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self.module.run(*bufs)
+            times.append(time.perf_counter() - t0)
+        return np.array(times)
+
+    def _buffers(self, res, heads):
+        """The backward module's buffers: the forward's inputs, the heads, the saved tensors, fresh outputs."""
+        if not isinstance(res, Residuals) or res._owner is not self._forward:
+            raise PolyadError("the backward takes the Residuals its own forward returned, then the heads")
+        if len(heads) != len(self.heads):
+            raise ArityError(f"the backward takes the residuals and {len(self.heads)} heads "
+                             f"({', '.join(t.name for t in self.heads)}), got {len(heads)} heads")
+        n_in = len(self._forward.inputs)
+        hs = _inputs_on_device(self.module, heads, self.heads)
+        return [*res._buffers[:n_in], *hs, *res._buffers[n_in:], *self.module.alloc_outputs()]
+
+
+def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reductions"):
+    """``fwd, bwd = pa.vjp(outputs, inputs)``: a compiled forward that saves, a backward that uses.
+
+    ``y, res = fwd(*arrays)`` runs the forward on arrays for ``inputs`` and returns the outputs and
+    the residuals (kept on the device); ``grads = bwd(res, *heads)`` returns the gradient of
+    ``sum_k <head_k, output_k>`` with respect to each tensor of ``wrt``, as
+    ``pa.differentiate(output, wrt, head)`` defines it (summed over the outputs).  The backward
+    computes none of the forward again: it reads what the forward saved (``save``, as
+    ``pa.residuals`` takes it: ``"reductions"``, JAX's ``dots_saveable``, recomputes elementwise
+    stages from saved reductions; ``"all"`` saves every tensor the backward reads).
+
+    :param outputs: the output tensor, or a list of them (a float dtype each).
+    :param inputs: the placeholders the forward takes, in the order its arrays come.
+    :param wrt: the tensors to differentiate with respect to (placeholders among ``inputs``);
+        default: every float tensor of ``inputs``.
+    :param schedule: as ``pa.build`` takes it, for both modules.
+    :param device: as ``pa.build`` takes it.
+    :param save: ``"reductions"`` (default) or ``"all"``.
+    :returns: ``(fwd, bwd)``, a :class:`VJPForward` and a :class:`VJPBackward`.
+    :raises PolyadError: when an input is not a placeholder, a ``wrt`` tensor is not among the
+        inputs, or ``save`` is not known.
+    :raises DtypeError: when an output is not a float tensor (from ``pa.differentiate``).
+    :raises BuildError: when a module does not build (see ``pa.build``).
+    """
+    from ..autodiff import differentiate
+    from ..ops.elementwise import add
+    from ..te.graph import residuals
+    from . import build
+
+    single = isinstance(outputs, Tensor)
+    outs = as_tensor_list(outputs, "vjp outputs")
+    ins = as_tensor_list(inputs, "vjp inputs")
+    for t in ins:
+        if not isinstance(t.op, PlaceholderOp):
+            raise PolyadError(f"vjp: input {t.name!r} is computed; the forward's inputs are placeholders")
+    wrt = [t for t in ins if dt.is_float(t.dtype)] if wrt is None else as_tensor_list(wrt, "vjp wrt")
+    known = {id(t) for t in ins}
+    for t in wrt:
+        if id(t) not in known:
+            raise PolyadError(f"vjp: {t.name!r} is not among the inputs {[i.name for i in ins]}")
+    heads = [placeholder(y.shape, y.dtype, f"d_{y.name}") for y in outs]
+    grads = None
+    for y, h in zip(outs, heads):
+        gs = list(differentiate(y, wrt, h))
+        grads = gs if grads is None else [add(a, b) for a, b in zip(grads, gs)]
+    saved = residuals(grads, heads, save=save)
+    out_ids = {id(y) for y in outs}
+    extra = [r for r in saved if id(r) not in out_ids]
+    # a saved tensor that is also an output is read from the output's buffer: fed once
+    order = outs + extra
+    fwd_module = build(order, ins, schedule=schedule, device=device)
+    fwd = VJPForward(fwd_module, ins, outs, order, single)
+    bwd_module = build(grads, ins + heads + order, schedule=schedule, device=device)
+    return fwd, VJPBackward(bwd_module, fwd, heads, grads)

@@ -1,0 +1,137 @@
+"""pa.vjp: a compiled forward that saves the residuals on the device, and a backward that reads them
+(none of the forward again) and matches pa.differentiate, for every workload at tiny shapes."""
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.bench.workloads import WORKLOADS
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+# every workload at shapes that build in about a second (as test_fallback.py)
+TINY = {
+    "dense": dict(batch=4, n_in=24, n_out=16),
+    "dense_big": dict(batch=2, n_in=40, n_out=24),
+    "conv2d_3x3": dict(batch=1, c_in=3, size=10, c_out=4),
+    "conv2d_5x5_s3": dict(batch=1, c_in=2, size=14, c_out=3),
+    "conv2d_dilated": dict(batch=1, c_in=2, size=12, c_out=3),
+    "avg_pool": dict(batch=1, channels=2, size=8),
+    "max_pool": dict(batch=1, channels=2, size=8),
+    "softmax": dict(batch=3, n_in=24, n_out=40),
+    "softmax_homebrew": dict(batch=3, n_in=24, n_out=40),
+    "flatten": dict(batch=2, c=3, h=4, w=5),
+    "chain": dict(n=16, depth=6),
+    "mlp_step": dict(batch=4, sizes=(20, 16, 12, 10)),
+    "lenet_step": dict(batch=1),
+}
+
+
+def _close(got, want, what):
+    got, want = np.asarray(got, "float64"), np.asarray(want, "float64")
+    scale = max(float(np.abs(want).max()) if want.size else 0.0, 1e-6)
+    assert got.shape == want.shape, what
+    assert float(np.abs(got - want).max()) <= 2e-4 * scale, what
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_vjp_matches_differentiate_for_every_workload(name):
+    case = WORKLOADS[name].instantiate(**TINY[name])
+    ph = case.placeholders()
+    Y = case.forward_te(ph)
+    ins = [ph[i.name] for i in case.inputs]
+    wrt = [ph[n] for n in case.wrt]
+    fwd, bwd = pa.vjp(Y, ins, wrt)
+    data = case.data(seed=4)
+    arrays = [data[t.name] for t in ins]
+    h = data["H"]
+    y, res = fwd(*arrays)
+    feed = dict(zip(ins, arrays))
+    _close(y, pa.evaluate(Y, feed), f"{name}: forward")
+    grads = bwd(res, h)
+    want = pa.evaluate(list(pa.differentiate(Y, wrt, ph["H"])), {**feed, ph["H"]: h})
+    assert len(grads) == len(wrt)
+    for t, g, r in zip(wrt, grads, want):
+        _close(g, r, f"{name}: d{t.name}")
+    # the backward reads what the forward saved: no stage it saved is computed again
+    saved = {t.name for t in res.tensors}
+    assert not saved & {k.name for k in bwd.module.program.kernels}, (name, saved)
+
+
+def _dense_softmax():
+    X = pa.placeholder((3, 8), name="X")
+    W = pa.placeholder((5, 8), name="W")
+    Y = pa.nn.softmax(pa.nn.dense(X, W))
+    rng = np.random.default_rng(0)
+    return Y, X, W, [rng.standard_normal(t.shape).astype("float32") for t in (X, W, Y)]
+
+
+def test_device_buffers_in_give_device_buffers_out_and_the_same_numbers():
+    import pyopencl as cl
+
+    Y, X, W, (x, w, h) = _dense_softmax()
+    fwd, bwd = pa.vjp(Y, [X, W])
+    y_host, res_host = fwd(x, w)
+    want = bwd(res_host, h)
+    mf = cl.mem_flags
+    ctx = fwd.module.context
+    xb, wb, hb = (cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for a in (x, w, h))
+    y_dev, res = fwd(xb, wb)
+    assert isinstance(y_dev, cl.Buffer)
+    grads = bwd(res, hb)
+    assert all(isinstance(g, cl.Buffer) for g in grads)
+    for g, r in zip(grads, want):
+        got = np.empty_like(r)
+        cl.enqueue_copy(fwd.module.queue, got, g, is_blocking=True)
+        np.testing.assert_allclose(got, r, rtol=1e-6, atol=1e-7)
+    assert res._buffers[0] is xb  # the inputs were used where they lie, not copied
+    assert len(bwd.time(res, hb, repeat=2)) == 2 and len(fwd.time(x, w, repeat=2)) == 2
+    with pytest.raises(pa.PolyadError, match="repeat must be an integer >= 1"):
+        bwd.time(res, hb, repeat=0)
+
+
+def test_two_forwards_keep_their_own_residuals():
+    Y, X, W, (x, w, h) = _dense_softmax()
+    fwd, bwd = pa.vjp(Y, [X, W])
+    _, res1 = fwd(x, w)
+    _, res2 = fwd(2 * x, w)
+    g1, g2 = bwd(res1, h), bwd(res2, h)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = list(pa.differentiate(Y, [X, W], H))
+    for xx, got in ((x, g1), (2 * x, g2)):
+        for g, r in zip(got, pa.evaluate(grads, {X: xx, W: w, H: h})):
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
+
+
+def test_several_outputs_sum_their_vjps():
+    X = pa.placeholder((6,), name="X")
+    A = pa.ops.exp(X)
+    B = pa.ops.multiply(X, X)
+    fwd, bwd = pa.vjp([A, B], [X])
+    x = np.linspace(-1, 1, 6).astype("float32")
+    ha, hb = np.ones(6, "float32"), np.full(6, 2.0, "float32")
+    (a, b), res = fwd(x)
+    np.testing.assert_allclose(a, np.exp(x), rtol=1e-6)
+    [gx] = bwd(res, ha, hb)
+    np.testing.assert_allclose(gx, ha * np.exp(x) + hb * 2 * x, rtol=1e-5)
+
+
+def test_vjp_errors_name_what_is_wrong():
+    Y, X, W, (x, w, h) = _dense_softmax()
+    with pytest.raises(pa.PolyadError, match="input 'dense' is computed"):
+        pa.vjp(Y, [Y.op.input_tensors[0]])
+    other = pa.placeholder((3,), name="other")
+    with pytest.raises(pa.PolyadError, match="'other' is not among the inputs"):
+        pa.vjp(Y, [X, W], [other])
+    fwd, bwd = pa.vjp(Y, [X, W])
+    fwd2, _ = pa.vjp(Y, [X, W])
+    _, res2 = fwd2(x, w)
+    with pytest.raises(pa.PolyadError, match="Residuals its own forward returned"):
+        bwd(res2, h)
+    _, res = fwd(x, w)
+    with pytest.raises(pa.ArityError, match="1 heads"):
+        bwd(res, h, h)
+    with pytest.raises(pa.ArityError, match="takes 2 arrays"):
+        fwd(x)
+    with pytest.raises(pa.ShapeError, match="'d_softmax'"):
+        bwd(res, h[:2])
