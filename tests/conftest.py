@@ -1,5 +1,5 @@
 """The OpenCL gate every OpenCL test uses: fail, naming the platform's error, when no device compiles
-(skip instead with POLYAD_ALLOW_NO_OPENCL=1).  Per-folder conftests add their kernel-cache fixtures."""
+(skip instead with POLYAD_ALLOW_NO_OPENCL=1); and a fresh kernel cache for the folders that ask for one."""
 
 import os
 
@@ -38,3 +38,24 @@ def opencl():
             pytest.skip(msg)
         # CI must not pass by skipping: `python -m polyad.runtime.doctor --fix` makes a device work
         pytest.fail(msg + " (set POLYAD_ALLOW_NO_OPENCL=1 to skip the OpenCL tests instead)")
+
+
+@pytest.fixture(scope="session")
+def session_kernel_cache(tmp_path_factory):
+    """Point POLYAD_CACHE_DIR at a fresh directory for this test session (cold cache, shared by tests).
+
+    POLYAD_DEVICE_CACHE_DIR keeps pointing at the machine's device records: the probe and the
+    calibration run once per machine, not once per test session.  Folders whose tests must build
+    cold request it from an autouse fixture of their conftest.
+    """
+    from polyad.runtime.records import cache_dir
+
+    old = {k: os.environ.get(k) for k in ("POLYAD_CACHE_DIR", "POLYAD_DEVICE_CACHE_DIR")}
+    os.environ.setdefault("POLYAD_DEVICE_CACHE_DIR", os.path.join(cache_dir(), "devices"))
+    os.environ["POLYAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("polyad-kernel-cache"))
+    yield os.environ["POLYAD_CACHE_DIR"]
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
