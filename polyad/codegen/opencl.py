@@ -12,9 +12,17 @@
   library call on PoCL; the compiler contracts or uses ``mad``).
 * Index arithmetic is ``int`` unless a buffer or a loop exceeds 2^31 - 1
   elements; then every index (and every int32 computation) is ``long``.
+* No expression nests deeper than ``HOIST_NESTING`` brackets plus one node's
+  own: a deeper subexpression is bound to a ``const`` temporary first, so a
+  2000-deep chain is a sequence of short statements, not 4000 nested
+  brackets (clang rejects more than 256).  A subexpression that is evaluated
+  only under a condition and reads memory is bound too, its conditional reads
+  clamped into their buffers: evaluated where its value is not used, it reads
+  a valid element and its value is dropped.
 """
 
 import math
+import re
 
 import cgen as c
 import cgen.opencl as cl
@@ -25,6 +33,15 @@ from ..te.expr import Call, Const, Load, Var
 from ..te.visit import post_order
 from ..poly.stage import dim_names
 from .tree import c_identifier
+
+# The bracket nesting above which a subexpression is bound to a temporary.  Clang (PoCL's
+# compiler, and most OpenCL compilers) rejects more than 256 nested brackets ("bracket nesting
+# level exceeded"), and a temporary costs nothing (the compiler's SSA form names it anyway); 20
+# keeps every statement readable and far from the limit with what surrounds it (one node's own
+# brackets, a row-major index, a store, a vector conversion: MAX_EXPR_NESTING).
+HOIST_NESTING = 20
+# What no emitted statement's expression exceeds (tests check it on deep graphs).
+MAX_EXPR_NESTING = 48
 
 STORAGE = {"float32": "float", "float64": "double", "int32": "int", "int64": "long", "bool": "uchar"}
 _INT32_MAX = 2**31 - 1
@@ -203,23 +220,58 @@ class ExprPrinter:
         self.tensor_names = tensor_names  # id(Tensor) -> C name
         self.temp_prefix = temp_prefix
         self.n_temps = 0
+        self._clamp, self._uncond = False, frozenset()
 
     def emit(self, roots):
-        """(declaration lines, one C expression per root); shared safe subexpressions become temps."""
+        """(declaration lines, one C expression per root): shared safe subexpressions and deep ones
+        become temporaries."""
+        start = self.n_temps
+        try:
+            return self._emit(roots, clamp=False)
+        except _Speculate:  # rare: a deep conditional subexpression reads memory; clamp its reads
+            self.n_temps = start
+            return self._emit(roots, clamp=True)
+
+    def _emit(self, roots, clamp):
         nodes, uses, uncond = _analyse(roots)
+        self._clamp, self._uncond = clamp, uncond
         has_load = self._has_load = {}
         text, lines = {}, []
         for nd in nodes:
             has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
             s = self._node(nd, [text[id(ch)] for ch in nd.children()])
+            safe = id(nd) in uncond or not has_load[id(nd)]
             shared = uses.get(id(nd), 0) > 1 and isinstance(nd, (Call, Load))
-            if shared and (id(nd) in uncond or not has_load[id(nd)]):
-                name = f"{self.temp_prefix}{self.n_temps}"
-                self.n_temps += 1
-                lines.append(f"const {self.ctx.ctype(nd.dtype)} {name} = {_strip(s)}")
-                s = name
+            if (shared and safe) or self._deep(nd, s, safe):
+                s = self._bind(lines, self.ctx.ctype(nd.dtype), s)
             text[id(nd)] = s
         return lines, [text[id(r)] for r in roots]
+
+    def _deep(self, nd, s, safe):
+        """True when ``s``, the text of ``nd``, nests too deep to be used inside another expression.
+
+        ``safe``: evaluating ``nd`` unconditionally is harmless.  A deep node that is not safe can be
+        bound only once the conditional reads are clamped (_Speculate asks the caller for that)."""
+        if isinstance(nd, (Const, Var)) or len(s) <= 2 * HOIST_NESTING or nesting(s) <= HOIST_NESTING:
+            return False
+        if not (safe or self._clamp):
+            raise _Speculate
+        return True
+
+    def _bind(self, lines, ctype, s):
+        """Declare ``const ctype tN = s`` and return the temporary's name."""
+        name = f"{self.temp_prefix}{self.n_temps}"
+        self.n_temps += 1
+        lines.append(f"const {ctype} {name} = {_strip(s)}")
+        return name
+
+    def _index(self, e, flat, lanes=1):
+        """The flat index of load ``e``; clamped into its buffer where the load is speculated (a bound
+        conditional subexpression, evaluated also where its value is not used)."""
+        if not self._clamp or id(e) in self._uncond:
+            return flat
+        hi = max(e.tensor.size - lanes, 0)
+        return f"min(max({_strip(flat)}, {self.ctx.int_lit(0)}), {self.ctx.int_lit(hi)})"
 
     def _node(self, e, a):
         ctx = self.ctx
@@ -232,7 +284,7 @@ class ExprPrinter:
                 raise ValueError(f"variable {e.name!r} has no value in this statement") from None
         if isinstance(e, Load):
             t = e.tensor
-            s = f"{self.tensor_names[id(t)]}[{flat_index(ctx, [_strip(x) for x in a], t.shape)}]"
+            s = f"{self.tensor_names[id(t)]}[{self._index(e, flat_index(ctx, [_strip(x) for x in a], t.shape))}]"
             return f"({s} != 0)" if t.dtype == "bool" else s
         op, args = e.op, e.args
         ct = ctx.ctype(e.dtype)
@@ -285,6 +337,25 @@ class ExprPrinter:
         raise ValueError(f"no OpenCL form for the operator {op!r}")
 
 
+class _Speculate(Exception):
+    """A deep subexpression evaluated only under a condition reads memory: emit again, clamped."""
+
+
+_NOT_BRACKET = re.compile(r"[^()\[\]{}]+")
+
+
+def nesting(s):
+    """The deepest nesting of brackets ((), [] and {}) in the C text ``s``."""
+    depth = best = 0
+    for ch in _NOT_BRACKET.sub("", s):
+        if ch in "([{":
+            depth += 1
+            best = max(best, depth)
+        else:
+            depth -= 1
+    return best
+
+
 def _analyse(roots):
     """(nodes in post order, use counts, ids of the nodes every evaluation of the roots computes)."""
     nodes = post_order(tuple(roots))
@@ -330,35 +401,39 @@ class VectorPrinter(ExprPrinter):
         super().__init__(ctx, var_names, tensor_names, temp_prefix)
         self.width = width
         self.lanes = lanes
-        self._lane_text = [dict() for _ in range(width)]
 
     def vtype(self, dtype):
         return f"{self.ctx.ctype(dtype)}{self.width}"
 
     def emit(self, roots):
         """(declaration lines, C text per root, whether each root is a vector)."""
+        return super().emit(roots)
+
+    def _emit(self, roots, clamp):
         nodes, uses, uncond = _analyse(roots)
+        self._clamp, self._uncond = clamp, uncond
         has_load, dep = {}, {}
-        self._has_load = has_load
-        self._text, lines = {}, []
-        text = self._text
+        self._has_load, self._dep = has_load, dep
+        self._text, self._lines = {}, []
+        self._named = set()  # lane-dependent nodes bound to a vector temporary (lane k: name.sK)
+        self._lane_text = [dict() for _ in range(self.width)]
+        text, lines = self._text, self._lines
         for nd in nodes:
             has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
             d = (isinstance(nd, Var) and id(nd) in self.lanes) or any(dep[id(ch)] for ch in nd.children())
             dep[id(nd)] = d
-            self._dep = dep
             if d:
                 s = self._vnode(nd)
                 ty = None if s is None else self.vtype(nd.dtype)
             else:
                 s = self._node(nd, [text[id(ch)] for ch in nd.children()])
                 ty = self.ctx.ctype(nd.dtype)
+            safe = id(nd) in uncond or not has_load[id(nd)]
             shared = uses.get(id(nd), 0) > 1 and isinstance(nd, (Call, Load))
-            if s is not None and shared and (id(nd) in uncond or not has_load[id(nd)]):
-                name = f"{self.temp_prefix}{self.n_temps}"
-                self.n_temps += 1
-                lines.append(f"const {ty} {name} = {_strip(s)}")
-                s = name
+            if s is not None and ((shared and safe) or self._deep(nd, s, safe)):
+                s = self._bind(lines, ty, s)
+                if d:
+                    self._named.add(id(nd))
             text[id(nd)] = s
         return lines, [text[id(r)] for r in roots], [dep[id(r)] for r in roots]
 
@@ -376,9 +451,9 @@ class VectorPrinter(ExprPrinter):
             last = ix[-1] if ix else None
             if t.dtype != "bool" and last is not None and not any(dep[id(x)] for x in ix[:-1]) and self._unit(last):
                 parts = [_strip(text[id(x)]) for x in ix[:-1]] + [_strip(self._lane(last, 0))]
+                flat = self._index(nd, flat_index(self.ctx, parts, t.shape), self.width)
                 return _from_storage(
-                    self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat_index(self.ctx, parts, t.shape)})",
-                    t.dtype, self.width)
+                    self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, self.width)
         elif isinstance(nd, Call) and all(text[id(ch)] is not None for ch in kids):
             ops = _VEC_FLOAT_OPS if dt.is_float(nd.dtype) else _VEC_INT_OPS
             if nd.op == "cast" and kids[0].dtype != "bool":
@@ -404,19 +479,31 @@ class VectorPrinter(ExprPrinter):
         return False
 
     def _lane(self, root, k):
-        """Scalar C text of lane ``k`` of a node (lane-free subexpressions reuse their scalar text)."""
+        """Scalar C text of lane ``k`` of a node (lane-free subexpressions reuse their scalar text, vector
+        temporaries their component ``.sK``; a deep lane is bound to a scalar temporary)."""
         memo = self._lane_text[k]
-        if id(root) in memo:
-            return memo[id(root)]
-        for x in post_order((root,)):
+        stack = [root]
+        while stack:  # children first, stopping at what has a text already (no walk of whole subtrees)
+            x = stack[-1]
             if id(x) in memo:
+                stack.pop()
                 continue
             if not self._dep[id(x)]:
                 memo[id(x)] = self._text[id(x)]
             elif isinstance(x, Var):
                 memo[id(x)] = self.lanes[id(x)][1][k]
+            elif id(x) in self._named:
+                memo[id(x)] = f"{self._text[id(x)]}.s{_LANE[k]}"
             else:
-                memo[id(x)] = self._node(x, [memo[id(ch)] for ch in x.children()])
+                todo = [ch for ch in x.children() if id(ch) not in memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                s = self._node(x, [memo[id(ch)] for ch in x.children()])
+                if self._deep(x, s, id(x) in self._uncond or not self._has_load[id(x)]):
+                    s = self._bind(self._lines, self.ctx.ctype(x.dtype), s)
+                memo[id(x)] = s
+            stack.pop()
         return memo[id(root)]
 
 
@@ -450,10 +537,9 @@ def ast_expr(ctx, e):
         return f"(-{args[0]})"
     if op in (isl.ast_expr_op_type.min, isl.ast_expr_op_type.max):
         fn = "min" if op == isl.ast_expr_op_type.min else "max"
-        s = args[0]
-        for x in args[1:]:
-            s = f"{fn}({_strip(s)}, {_strip(x)})"
-        return s
+        while len(args) > 1:  # pairwise: the nesting grows with log(bounds), not their number
+            args = [f"{fn}({_strip(a)}, {_strip(b)})" for a, b in zip(args[::2], args[1::2])] + args[len(args) - len(args) % 2:]
+        return args[0]
     if op == isl.ast_expr_op_type.fdiv_q:
         return f"{ctx.helper('floordiv', ctx.idx)}({_strip(args[0])}, {_strip(args[1])})"
     if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
