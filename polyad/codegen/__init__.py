@@ -10,9 +10,10 @@ schedule tree), :func:`lower.lower` (one isl AST per kernel, grid dims bound
 to the NDRange) and :mod:`opencl` (the C text).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import PolyadError
+from ..poly.bitcast import bitcast_source
 from ..poly.stage import statements_of
 from ..schedule import Schedule, naive
 from ..te.graph import cut
@@ -44,6 +45,8 @@ class Program:
     wide_index: bool
     fp64: bool
     tree: object  # the tree.ModuleTree it came from
+    # id(Tensor) -> the input whose buffer it is (a bitcast: flatten, reshape, squeeze; no kernel)
+    aliases: dict = field(default_factory=dict)
 
 
 def _check_io(outputs, inputs):
@@ -77,14 +80,17 @@ def generate(outputs, inputs, schedule=None, wide=None):
         raise TypeError(f"codegen.generate takes a prepared Schedule, got {type(schedule).__name__}; "
                         "polyad.pipeline.generate resolves names such as 'auto'")
     stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
-    tree = build_tree(stages, sched)
-    lowered = lower(tree)
+    aliases = input_aliases(stages, ins, outs)
+    kernel_stages = [op for op in stages if id(op.output(0)) not in aliases]
+    # every output a bitcast of an input (flatten's gradient alone): a program without kernels
+    tree = build_tree(kernel_stages, sched) if kernel_stages else None
+    lowered = lower(tree) if kernel_stages else []
     # buffers: every placeholder and every stage output gets one unique C name
     names, used = {}, set()
     tensors = list(ins) + [t for op in stages for t in op.outputs]
     for t in tensors:
         names[id(t)] = c_identifier(t.name, used)
-    statements = [st for op in stages for st in statements_of(op)]
+    statements = [st for op in kernel_stages for st in statements_of(op)]
     ctx = Context(bool(wide) or needs_wide_index(tensors, statements))
     launches, sources = [], []
     for lk in lowered:
@@ -93,9 +99,43 @@ def generate(outputs, inputs, schedule=None, wide=None):
         size = tuple(s for _, s in reversed(lk.grid_box)) or (1,)
         launches.append(KernelLaunch(lk.spec.name, lk.spec.stage, tuple(w.args), size, lk.spec.local_size))
     source = program_source(ctx, sources)
+    if aliases:  # say where the bitcast tensors are, since no kernel shows them
+        notes = "".join(
+            f"// {names[id(t)]}: {t.dtype}{list(t.shape)} is {names[id(aliases[id(t)])]}'s buffer read in "
+            f"its own shape (a bitcast: no kernel, no copy)\n"
+            for op in stages for t in op.outputs if id(t) in aliases)
+        head, _, rest = source.partition("\n")
+        source = f"{head}\n{notes}{rest}"
     out_ids = {id(t) for t in outs}
     inter = tuple(t for op in stages for t in op.outputs if id(t) not in out_ids)
-    return Program(source, tuple(launches), tuple(ins), tuple(outs), inter, names, ctx.wide, ctx.fp64, tree)
+    return Program(source, tuple(launches), tuple(ins), tuple(outs), inter, names, ctx.wide, ctx.fp64, tree, aliases)
 
 
-__all__ = ["generate", "Program", "KernelLaunch"]
+def input_aliases(stages, inputs, outputs):
+    """id(tensor) -> input placeholder, for the stages that are a bitcast of an input (poly.bitcast).
+
+    Such a stage needs no kernel: its buffer is the input's, which no kernel writes (so the aliases
+    only ever read, and ``restrict`` holds).  A chain of bitcasts resolves to the input; an output may
+    alias an input only if no other output does (each output its own buffer).  Bitcasts of computed
+    stages keep their copy kernel.
+    """
+    given = {id(t) for t in inputs}
+    out_ids = {id(t) for t in outputs}
+    root, claimed = {}, set()
+    for op in stages:
+        src = bitcast_source(op)
+        if src is None:
+            continue
+        src = root.get(id(src), src)
+        if id(src) not in given:
+            continue
+        t = op.output(0)
+        if id(t) in out_ids:
+            if id(src) in claimed:
+                continue
+            claimed.add(id(src))
+        root[id(t)] = src
+    return root
+
+
+__all__ = ["generate", "Program", "KernelLaunch", "input_aliases"]

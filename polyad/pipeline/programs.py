@@ -25,7 +25,7 @@ from ..te.expr import CommReducer, Const, Expr, IterVar, Load, Reduce, Var
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from ..te.visit import post_order
 
-_FORMAT = "polyad-program-2"
+_FORMAT = "polyad-program-3"  # 3: aliases (bitcast outputs and intermediates)
 _MEMORY = {}
 _PACKAGES = ("codegen", "schedule", "poly", "te", "autodiff", "ops")
 
@@ -164,6 +164,7 @@ def _to_data(program):
         "names": [[roles[i], n] for i, n in program.buffer_names.items() if i in roles],
         "wide": program.wide_index,
         "fp64": program.fp64,
+        "aliases": [[roles[i], roles[id(src)]] for i, src in program.aliases.items()],
     }
 
 
@@ -184,7 +185,8 @@ def _from_data(data, outputs, inputs):
         for k in data["kernels"]
     )
     names = {id(tensor(r)): n for r, n in data["names"]}
-    return Program(data["source"], kernels, ins, outs, mids, names, data["wide"], data["fp64"], None)
+    aliases = {id(tensor(a)): tensor(src) for a, src in data["aliases"]}
+    return Program(data["source"], kernels, ins, outs, mids, names, data["wide"], data["fp64"], None, aliases)
 
 
 def _disk_path(key):

@@ -105,7 +105,7 @@ class VJPForward:
                              f"({', '.join(t.name for t in self.inputs)}), got {len(arrays)}")
         on_device = bool(arrays) and all(_is_device(a) for a in arrays)
         ins = _inputs_on_device(self.module, arrays, self.inputs)
-        outs = self.module.alloc_outputs()
+        outs = self.module.output_buffers(ins)
         self.module.run(*ins, *outs)
         n = len(self.outputs)
         res = Residuals(self, ins + outs, self.saved)  # the backward reads the outputs it saves too
@@ -162,7 +162,8 @@ class VJPBackward:
                              f"({', '.join(t.name for t in self.heads)}), got {len(heads)} heads")
         n_in = len(self._forward.inputs)
         hs = _inputs_on_device(self.module, heads, self.heads)
-        return [*res._buffers[:n_in], *hs, *res._buffers[n_in:], *self.module.alloc_outputs()]
+        ins = [*res._buffers[:n_in], *hs, *res._buffers[n_in:]]
+        return ins + self.module.output_buffers(ins)
 
 
 def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reductions"):

@@ -20,7 +20,9 @@ class Module:
     ``mod.run(*buffers)`` takes device buffers (inputs then outputs) and copies
     nothing to or from the host.  ``mod.time(*arrays, repeat=)`` times runs.
     ``mod.source`` is the OpenCL C.  Intermediate buffers are allocated once,
-    on the first run.
+    on the first run.  An output that is a bitcast of an input (a reshape in
+    linear order, ``Program.aliases``) has no kernel: ``mod(...)`` returns a
+    view of the input array and ``to_device`` gives it the input's buffer.
     """
 
     def __init__(self, program, device, single_output=False, inputs=None, cl_program=None):
@@ -48,8 +50,8 @@ class Module:
                 gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
             plan.append((k, gsize, lsize))
         # before compiling: a launch over the device's limits fails at call time with a bare pyopencl error
-        check_device_limits(device, _all_tensors(program), plan)
-        if cl_program is None:
+        check_device_limits(device, [t for t in _all_tensors(program) if id(t) not in program.aliases], plan)
+        if cl_program is None and plan:  # (no kernels: every output is a bitcast of an input)
             # the kernels, their buffers and launch sizes: a cold compile launches each once, in the worker
             launches = [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args],
                          gsize, lsize) for k, gsize, lsize in plan]
@@ -99,19 +101,38 @@ class Module:
         return out
 
     def to_device(self, *arrays):
-        """Device buffers of the input arrays, followed by fresh output buffers: ready for ``run``."""
+        """Device buffers of the input arrays, followed by the output buffers: ready for ``run``.
+
+        An output that is a bitcast of an input (``Program.aliases``) gets that input's buffer: no
+        kernel writes it and nothing is allocated.
+        """
+        return self._to_device(self._check_arrays(arrays))
+
+    def _to_device(self, arrays):
         import pyopencl as cl
 
-        arrays = self._check_arrays(arrays)
         mf = cl.mem_flags
         bufs = [cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for a in arrays]
-        return bufs + self.alloc_outputs()
+        return bufs + self.output_buffers(bufs)
 
     def alloc_outputs(self):
-        """Fresh device buffers for the outputs."""
+        """Fresh device buffers for the outputs (``run`` fills a bitcast output's by a device copy)."""
+        return [self._fresh(t) for t in self.program.outputs]
+
+    def output_buffers(self, input_buffers):
+        """Buffers for the outputs given the inputs': a bitcast of an input is that input's buffer
+        (nothing allocated, nothing run: ``run`` returns it as it is), the others fresh."""
+        by_input = {id(t): b for t, b in zip(self.program.inputs, input_buffers)}
+        return [by_input[id(self._alias(t))] if self._alias(t) is not None else self._fresh(t)
+                for t in self.program.outputs]
+
+    def _fresh(self, t):
         import pyopencl as cl
 
-        return [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=_nbytes(t)) for t in self.program.outputs]
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=_nbytes(t))
+
+    def _alias(self, t):
+        return self.program.aliases.get(id(t))
 
     def from_device(self, buffers):
         """numpy arrays of the output buffers (the last len(outputs) of ``buffers`` if more are given)."""
@@ -120,15 +141,25 @@ class Module:
         outs = self.program.outputs
         res = []
         for t, b in zip(outs, list(buffers)[-len(outs):]):
-            a = np.empty(t.shape, dtype=t.dtype)
-            cl.enqueue_copy(self.queue, a, _buffer(b, t), is_blocking=True)
-            res.append(a)
+            res.append(self._download(t, b))
         return res
 
+    def _download(self, t, b):
+        import pyopencl as cl
+
+        a = np.empty(t.shape, dtype=t.dtype)
+        cl.enqueue_copy(self.queue, a, _buffer(b, t), is_blocking=True)
+        return a
+
     def __call__(self, *arrays):
-        bufs = self.to_device(*arrays)
+        arrays = self._check_arrays(arrays)
+        bufs = self._to_device(arrays)
         self.run(*bufs)
-        res = self.from_device(bufs)
+        # an output that is a bitcast of an input is a numpy view of that input, as numpy's reshape
+        host = {id(t): a for t, a in zip(self.program.inputs, arrays)}
+        n = len(self.program.inputs)
+        res = [host[id(self._alias(t))].reshape(t.shape) if self._alias(t) is not None else self._download(t, b)
+               for t, b in zip(self.program.outputs, bufs[n:])]
         return res[0] if self._single else res
 
     def time(self, *arrays, repeat=10, warmup=1):
@@ -159,6 +190,11 @@ class Module:
         for kernel, k, gsize, lsize in self._launches:
             kernel.set_args(*[where[id(t)] for t in k.args])
             event = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+        n = len(self.program.inputs)
+        for t, b in zip(self.program.outputs, buffers[n:]):
+            src = self._alias(t)
+            if src is not None and _buffer(b, t) != where[id(src)]:  # another buffer given: fill it
+                event = cl.enqueue_copy(self.queue, _buffer(b, t), where[id(src)], byte_count=_nbytes(t))
         if wait:
             self.queue.finish()
         return event
@@ -198,6 +234,8 @@ class Module:
             )
         where = {id(t): _buffer(b, t) for t, b in zip(tensors, buffers)}
         where.update(self._intermediate_buffers())
+        for i, src in prog.aliases.items():  # kernels read a bitcast from its input's buffer
+            where[i] = where[id(src)]
         return where
 
     def _intermediate_buffers(self):
@@ -206,7 +244,7 @@ class Module:
 
             self._intermediates = {
                 id(t): cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=_nbytes(t))
-                for t in self.program.intermediates
+                for t in self.program.intermediates if id(t) not in self.program.aliases
             }
         return self._intermediates
 
