@@ -12,7 +12,10 @@ from an enumerable space ranked by an analytic cost model:
 2. inline every reduction-free stage whose points are evaluated at most once
    per point by the kernels it ends up in (elementwise chains collapse into
    their consumer), and pure data movement (no arithmetic) always;
-   materialise the rest (a stage read many times by a reduction stays a buffer);
+   materialise the rest (a stage read many times by a reduction stays a buffer), and
+   whatever would make a kernel's expression deeper or larger than INLINE_MAX_DEPTH /
+   INLINE_MAX_SIZE operations (deep chains and their gradients get a buffer every few
+   hundred operations);
 3. per materialised stage, pick (tile, vectorize, unroll) from
    :func:`candidate_space` minimising :func:`stage_cost`: a roofline of
    isl-counted flops against vector lanes, independent accumulators
@@ -401,6 +404,17 @@ def candidate_space(outputs, device=None, schedule=None):
     Graph-level candidates are those of the graph of ``outputs``; stage
     candidates are those of the graph after ``schedule``'s graph-level
     decisions (default: the auto-scheduler's).
+
+    :param outputs: a tensor or a list of tensors.
+    :param device: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded model (None: the default device),
+        see :meth:`DeviceModel.of`.
+    :param schedule: the :class:`~polyad.schedule.Schedule` whose graph-level decisions (pad, rfactor, inline)
+        shape the stages; None for the auto-scheduler's.
+    :returns: a ``Space``: ``inline`` (the stage names that may be inlined), ``rfactor`` (stage name -> candidate
+        factors) and ``stages`` (stage name -> list of candidate :class:`StageSchedule`); ``size()`` counts it.
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises DeviceError: when the device's model cannot be had (no usable device, an unreadable recorded model).
+    :raises ScheduleError: when ``schedule``'s graph-level decisions do not fit the graph.
     """
     dm = DeviceModel.of(device)
     outs = uniquely_named(outputs)
@@ -461,9 +475,129 @@ def _recompute_pays(evals, size, info, dm):
     return evals <= 16 * size and extra < traffic
 
 
+# An inlined stage's expression is substituted wherever it is read: down a chain, or where a
+# gradient reads a forward stage again, the expression one kernel evaluates grows with the graph
+# (a 2000-deep elementwise chain would be one 4000-operation expression).  Past these caps the
+# stage is materialised instead: one buffer write and read per point (nanoseconds) against
+# compile time and register pressure that grow with the expression.  The ops of pa.ops and pa.nn
+# inline into expressions far below the caps (a softmax's or a conv gradient's: under 40
+# operations; the 200-deep chain workload's gradient, 273 deep), so they only cut graphs that grow
+# without bound.  They are not lower because every kernel costs PoCL about 0.1 s to compile
+# whatever its size: a 2000-deep chain cut every 64 operations (65 kernels) took 6.5 s to compile,
+# every 512 (8 kernels) 0.7 s.
+INLINE_MAX_DEPTH = 512  # operations along the longest path of a kernel's expression
+INLINE_MAX_SIZE = 2048  # operations of a kernel's expression
+
+
+def _expression_roots(op):
+    return op.body if isinstance(op, ComputeOp) else tuple(v for st in op.statements for v in st.values)
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """What an inlined stage brings into the expression of a kernel that reads it."""
+
+    depth: int  # operations along the longest path of its expression
+    own: int  # its operations, less those of the inlined stages it reads pointwise
+    points: frozenset  # ids of the inlined stages it reads pointwise, transitively
+
+    def size(self, table):
+        """Operations of its whole expression: each stage read pointwise counts once (its reads at the
+        point are one hash-consed expression, shared by every reader in the kernel)."""
+        return self.own + sum(table[k].own for k in self.points)
+
+
+def inlined_expression(op, table):
+    """The :class:`Inlined` measure of ``op``'s expression with the stages of ``table`` (id(op) ->
+    Inlined, the inlined producers) substituted.  A read at the reader's own output point (an
+    elementwise chain, a gradient reading its forward stage) shares the producer's expression with
+    every other such read; a read elsewhere copies it (counted whole)."""
+    axis = tuple(op.axis) if isinstance(op, ComputeOp) else None
+    depth, own, points = {}, 0, set()
+    for n in post_order(tuple(_expression_roots(op))):
+        kids = n.children()
+        d = max((depth[id(ch)] for ch in kids), default=0)
+        m = table.get(id(n.tensor.op)) if isinstance(n, Load) else None
+        if m is not None:
+            d += m.depth
+            if axis is not None and len(n.indices) == len(axis) and all(a is b for a, b in zip(n.indices, axis)):
+                points.add(id(n.tensor.op))
+                points |= m.points
+            else:
+                own += m.size(table)
+        elif kids or isinstance(n, Load):
+            d, own = d + 1, own + 1
+        depth[id(n)] = d
+    return Inlined(max((depth[id(r)] for r in _expression_roots(op)), default=0), own, frozenset(points))
+
+
+def _without(table, gone, keys):
+    """``table`` with ``gone`` materialised: out of the table and of the shared stages of ``keys``."""
+    out = dict(table)
+    del out[gone]
+    for k in keys:
+        v = out.get(k)
+        if v is not None and gone in v.points:
+            out[k] = Inlined(v.depth, v.own, v.points - {gone})
+    return out
+
+
+def _cap_inlined(ops, chosen, notes):
+    """``chosen`` less the stages to materialise so that no kernel's expression passes the caps.
+
+    Producers first: an op's expression is measured with its inlined producers substituted; while it
+    passes a cap, the inlined producer it reads with the largest expression is materialised (a chain
+    gets a buffer every INLINE_MAX_DEPTH operations), as long as that shortens the expression: a sum
+    of many terms that share their inlined stages (the chain workload's dX sums 200 products of one
+    inlined adjoint chain) keeps them, one kernel as large as the graph it reads, rather than a kernel
+    per term.  An inlined stage read by several stages gets half the caps: its readers combine it with
+    other paths (a gradient stage reads the forward stage and the gradient before it), and a forward
+    segment as deep as the cap would leave the gradient's kernels no room (they were cut every few
+    stages, each recomputing the forward segment).  Materialising only shortens expressions and lowers
+    the evaluations of the stages inlined into the materialised one: the other decisions stay valid
+    (the measures of stages already seen only shrink: they are kept as upper bounds)."""
+    kept = set(chosen)
+    table = {}  # id(op) -> Inlined, for the ops that stay inlined
+    by_id = {id(op): op for op in ops}
+    readers = {k: len(v) for k, v in _consumers(ops).items()}
+    for op in ops:
+        share = 2 if op.name in kept and readers.get(id(op), 0) > 1 else 1
+        depth_cap, size_cap = INLINE_MAX_DEPTH // share, INLINE_MAX_SIZE // share
+        m = inlined_expression(op, table)
+        while m.depth > depth_cap or m.size(table) > size_cap:
+            reads = {id(x.tensor.op) for x in post_order(tuple(_expression_roots(op)))
+                     if isinstance(x, Load) and id(x.tensor.op) in table}
+            if not reads:
+                break  # its own body is that large: nothing inlined to take out
+            worst = max(reads, key=lambda k: (table[k].depth, table[k].size(table)))
+            trial = _without(table, worst, reads)
+            cut = inlined_expression(op, trial)
+            size, new = m.size(table), cut.size(trial)
+            if cut.depth >= m.depth and new > size - size // 16:
+                notes.append(f"keep {op.name}'s inlined stages: its expression is {m.depth} operations deep, {size} in "
+                             "all, and no stage it reads makes it notably smaller materialised")
+                break
+            kept.discard(by_id[worst].name)
+            table = _without(table, worst, table)
+            notes.append(f"materialise {by_id[worst].name}: inlined, {op.name}'s expression would be {m.depth} "
+                         f"operations deep, {size} in all (caps: {depth_cap} deep, {size_cap} in all"
+                         f"{', half: it has several readers' if share > 1 else ''})")
+            m = cut
+        if op.name in kept:
+            table[id(op)] = m
+    return frozenset(kept)
+
+
 def _choose_inline(outs, infos, notes, dm):
-    """Li2018: inline reduction-free stages evaluated at most once per point where they end up."""
+    """Li2018: inline reduction-free stages evaluated at most once per point where they end up,
+    within the caps on an expression's depth and size."""
     ops, _ = stage_ops(outs)
+    return _cap_inlined(ops, _inline_by_evaluations(ops, outs, infos, notes, dm), notes)
+
+
+def _inline_by_evaluations(ops, outs, infos, notes, dm):
+    """The stages Li2018's rule inlines: evaluated at most once per point where they end up, or cheap
+    to recompute, or data movement."""
     out_ops = {id(t.op) for t in outs}
     cons = _consumers(ops)
     roots = {}  # id(op) -> {name of materialised stage: (iterations, reads per iteration)}
@@ -677,6 +811,15 @@ def auto_schedule(outputs, device=None, renamed=False):
     ``device``: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded
     model (None: the default device), see :meth:`DeviceModel.of`.  The decisions and their reasons are in ``.notes`` and
     ``.describe()``.
+
+    :param outputs: a tensor or a list of tensors.
+    :param device: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded model (None: the default device).
+    :param renamed: True when the stages of ``outputs`` already have unique names (as :func:`prepare` makes them);
+        False renames them first, as ``pa.show`` names them.
+    :returns: the :class:`~polyad.schedule.Schedule` named ``"auto"`` (the same object again for the same tensor
+        objects and device model).
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises DeviceError: when the device's model cannot be had (no usable device, an unreadable recorded model).
     """
     dm = DeviceModel.of(device)
     outs = as_tensor_list(outputs, "auto_schedule outputs")
