@@ -60,6 +60,7 @@ class StageInfo:
     shared: float = 1.0  # fraction of reduction iterations a point shares with its neighbour along the last dim
     strided: bool = False  # a reduction bound has a coefficient other than +-1 (a strided convolution's dX)
     strides: tuple = ()  # per output dimension, the largest such coefficient in its constraints (1: none)
+    vectors: bool = True  # False for a stage with a bool output: OpenCL has no bool vectors
 
 
 def _strides(st):
@@ -206,10 +207,12 @@ def stage_info(op):
                      sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0)
     # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
     # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
-    if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
-        import dataclasses
+    import dataclasses
 
+    if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
         info = dataclasses.replace(info, strided=True, strides=tuple(strides))
+    if any(op.output_dtype(i) == "bool" for i in range(op.num_outputs)):
+        info = dataclasses.replace(info, vectors=False)
     return info
 
 
@@ -267,7 +270,7 @@ def stage_candidates(info, dm, channels=False):
         for to in outer:
             for ti in inner:
                 tile = head + ((to,) if to is not None else ()) + (ti,)
-                for vec in dm.widths:
+                for vec in dm.widths if info.vectors else (1,):
                     if vec > max(V, 1) or ti % vec or (vec > 1 and ti < vec):
                         continue
                     for u in unrolls:

@@ -116,8 +116,7 @@ def random_schedule(draw, outs):
     """A schedule drawn from ``candidate_space``: some inlines and rfactors, then a candidate per stage."""
     from hypothesis import strategies as st
 
-    from polyad.schedule import Schedule, candidate_space, prepare
-    from polyad.te.tensor import ComputeOp, walk_ops
+    from polyad.schedule import Schedule, candidate_space
 
     space = candidate_space(outs)
     inline = frozenset(n for n in space.inline if draw(st.booleans()))
@@ -127,14 +126,8 @@ def random_schedule(draw, outs):
         if f is not None:
             rfactor[n] = f
     graph = Schedule("graph", inline=inline, rfactor=rfactor)
-    g, _ = prepare(outs, graph)
-    bool_stages = {op.name for op in walk_ops(g) if isinstance(op, ComputeOp)
-                   and any(op.output_dtype(i) == "bool" for i in range(op.num_outputs))}
     stages = {}
     for n, cands in sorted(candidate_space(outs, schedule=graph).stages.items()):
-        if n in bool_stages:  # the space offers vectors there, codegen refuses them: see
-            # test_candidate_space_offers_only_legal_vectors_for_a_bool_stage (xfail, polyad/schedule's to fix)
-            cands = [c for c in cands if c.vectorize == 1]
         if cands and draw(st.booleans()):
             stages[n] = draw(st.sampled_from(cands))
     return Schedule("fuzz", stages=stages, inline=inline, rfactor=rfactor)
