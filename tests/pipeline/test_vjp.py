@@ -6,26 +6,9 @@ import pytest
 
 import polyad as pa
 from polyad.bench.workloads import WORKLOADS
+from workload_shapes import TINY
 
 pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
-
-# every workload at shapes that build in about a second (as test_fallback.py)
-TINY = {
-    "dense": dict(batch=4, n_in=24, n_out=16),
-    "dense_big": dict(batch=2, n_in=40, n_out=24),
-    "conv2d_3x3": dict(batch=1, c_in=3, size=10, c_out=4),
-    "conv2d_5x5_s3": dict(batch=1, c_in=2, size=14, c_out=3),
-    "conv2d_dilated": dict(batch=1, c_in=2, size=12, c_out=3),
-    "avg_pool": dict(batch=1, channels=2, size=8),
-    "max_pool": dict(batch=1, channels=2, size=8),
-    "softmax": dict(batch=3, n_in=24, n_out=40),
-    "softmax_homebrew": dict(batch=3, n_in=24, n_out=40),
-    "flatten": dict(batch=2, c=3, h=4, w=5),
-    "chain": dict(n=16, depth=6),
-    "mlp_step": dict(batch=4, sizes=(20, 16, 12, 10)),
-    "lenet_step": dict(batch=1),
-}
-
 
 def _close(got, want, what):
     got, want = np.asarray(got, "float64"), np.asarray(want, "float64")
