@@ -181,7 +181,10 @@ class Module:
         """Run every kernel on device buffers: the inputs, then the outputs, in the build's order.
 
         Accepts ``pyopencl.Buffer`` or ``pyopencl.array.Array``.  With
-        ``wait=False`` it returns the last event without waiting for it.
+        ``wait=False`` it returns the last event without waiting for it.  An
+        output that is a bitcast of an input needs no kernel: given that input's
+        buffer (as ``to_device`` and ``output_buffers`` give it) nothing runs for
+        it; given another buffer, a device copy fills it.
         """
         import pyopencl as cl
 
