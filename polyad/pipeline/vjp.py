@@ -65,17 +65,6 @@ def _inputs_on_device(module, arrays, names):
     return bufs
 
 
-def _host(module, tensors, buffers):
-    import pyopencl as cl
-
-    out = []
-    for t, b in zip(tensors, buffers):
-        a = np.empty(t.shape, dtype=t.dtype)
-        cl.enqueue_copy(module.queue, a, b, is_blocking=True)
-        out.append(a)
-    return out
-
-
 class VJPForward:
     """``y, res = fwd(*inputs)``: the outputs (one array, or a list) and the :class:`Residuals`.
 
@@ -109,7 +98,7 @@ class VJPForward:
         self.module.run(*ins, *outs)
         n = len(self.outputs)
         res = Residuals(self, ins + outs, self.saved)  # the backward reads the outputs it saves too
-        ys = outs[:n] if on_device else _host(self.module, self.outputs, outs[:n])
+        ys = outs[:n] if on_device else [self.module.download(t, b) for t, b in zip(self.outputs, outs[:n])]
         return (ys[0] if self._single else ys), res
 
 
@@ -135,7 +124,7 @@ class VJPBackward:
         bufs = self._buffers(res, heads)
         self.module.run(*bufs)
         outs = bufs[-len(self.grads):]
-        return outs if on_device else _host(self.module, self.grads, outs)
+        return outs if on_device else [self.module.download(t, b) for t, b in zip(self.grads, outs)]
 
     def time(self, res, *heads, repeat=10, warmup=1):
         """Seconds per run of the backward alone (a numpy array of ``repeat`` values), data on the device."""

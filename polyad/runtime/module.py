@@ -141,10 +141,11 @@ class Module:
         outs = self.program.outputs
         res = []
         for t, b in zip(outs, list(buffers)[-len(outs):]):
-            res.append(self._download(t, b))
+            res.append(self.download(t, b))
         return res
 
-    def _download(self, t, b):
+    def download(self, t, b):
+        """A numpy array of tensor ``t`` from device buffer ``b`` (checked to be large enough)."""
         import pyopencl as cl
 
         a = np.empty(t.shape, dtype=t.dtype)
@@ -158,7 +159,7 @@ class Module:
         # an output that is a bitcast of an input is a numpy view of that input, as numpy's reshape
         host = {id(t): a for t, a in zip(self.program.inputs, arrays)}
         n = len(self.program.inputs)
-        res = [host[id(self._alias(t))].reshape(t.shape) if self._alias(t) is not None else self._download(t, b)
+        res = [host[id(self._alias(t))].reshape(t.shape) if self._alias(t) is not None else self.download(t, b)
                for t, b in zip(self.program.outputs, bufs[n:])]
         return res[0] if self._single else res
 
