@@ -12,6 +12,7 @@ from polyad.cli import main as polyad_main
 
 from polyad.bench import report, runner, workloads as wl
 from polyad.bench.runner import Cell
+from bench_fakes import fake_result
 
 
 def _api(build=runner.EvaluateModule, differentiate=None):
@@ -156,19 +157,8 @@ def test_rel_error_and_ratio():
     assert runner.ratio(Cell(6.0), Cell(0.0), "a", "b").na == "b is 0"
 
 
-def _fake_result():
-    rows = [{"workload": "dense", "schedule": "naive", "fwd_ms": Cell(1.0), "bwd_ms": Cell(2.5, note="3 runs (x)"),
-             "bwd_over_fwd": Cell(2.5), "bwd_recompute_ms": Cell(7.25),
-             "hand_ms": Cell.missing("pa.build is being written; " + "long " * 20),
-             "numpy_ms": Cell(1.25), "vs_numpy": Cell(2.0), "err": Cell(2e-7), "torch_err": Cell(5e-3),
-             "residuals": "dense, softmax_max", "hand_residuals": "none"}]
-    machine = {"date_utc": "2026-01-01 00:00 UTC", "cpu": "Test CPU", "cpus": 2, "commit": "abc"}
-    options = {"schedules": ["naive"], "batch": None, "repeat": 5, "time_budget": 30.0}
-    return {"machine": machine, "options": options, "rows": rows}
-
-
 def test_markdown_and_json(tmp_path):
-    res = _fake_result()
+    res = fake_result()
     md = report.markdown(res)
     header = next(line for line in md.splitlines() if line.startswith("| workload"))
     assert header.count("|") == len(report.COLUMNS) + 1
@@ -188,7 +178,7 @@ def test_markdown_and_json(tmp_path):
 
 def test_bar_chart(tmp_path):
     pytest.importorskip("matplotlib")
-    paths = report.write(_fake_result(), tmp_path, plot=True)
+    paths = report.write(fake_result(), tmp_path, plot=True)
     png = [p for p in paths if p.suffix == ".png"]  # backward ms, and the ratios
     assert [p.name[len("bench-YYYYmmdd-HHMMSS"):] for p in png] == [".png", "-ratios.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in png)

@@ -7,18 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from polyad.bench import report, runner
-from polyad.bench.runner import Cell
-
-
-def _fake_result():
-    rows = [{"workload": "dense", "schedule": "naive", "fwd_ms": Cell(1.0), "bwd_ms": Cell(2.5, note="3 runs (x)"),
-             "bwd_over_fwd": Cell(2.5), "bwd_recompute_ms": Cell(7.25),
-             "hand_ms": Cell.missing("pa.build is being written; " + "long " * 20),
-             "numpy_ms": Cell(1.25), "vs_numpy": Cell(2.0), "err": Cell(2e-7), "torch_err": Cell(5e-3),
-             "residuals": "dense, softmax_max", "hand_residuals": "none"}]
-    machine = {"date_utc": "2026-01-01 00:00 UTC", "cpu": "Test CPU", "cpus": 2, "commit": "abc", "polyad": "0.1.0"}
-    options = {"schedules": ["naive"], "batch": None, "repeat": 5, "time_budget": 30.0}
-    return {"machine": machine, "options": options, "rows": rows}
+from bench_fakes import fake_result
 
 
 class _Page(HTMLParser):
@@ -59,7 +48,7 @@ def _parse(text):
 
 def test_the_page_has_the_table_the_notes_and_embedded_plots(tmp_path):
     pytest.importorskip("matplotlib")
-    paths = report.write(_fake_result(), tmp_path, plot=True)
+    paths = report.write(fake_result(), tmp_path, plot=True)
     assert [p.suffix for p in paths] == [".md", ".json", ".png", ".png", ".html"]
     text = paths[-1].read_text(encoding="utf-8")
     page = _parse(text)
@@ -78,15 +67,15 @@ def test_the_page_has_the_table_the_notes_and_embedded_plots(tmp_path):
 
 def test_without_matplotlib_the_page_says_why_it_has_no_plots(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "_pyplot", lambda: None)
-    paths = report.write(_fake_result(), tmp_path, plot=True)
+    paths = report.write(fake_result(), tmp_path, plot=True)
     assert [p.suffix for p in paths] == [".md", ".json", ".html"]
     text = paths[-1].read_text(encoding="utf-8")
     assert 'they need matplotlib (pip install &quot;polyad[bench]&quot;)' in text and "<img" not in text
-    assert "No plots (--no-plot)." in report.write(_fake_result(), tmp_path / "np", plot=False)[-1].read_text()
+    assert "No plots (--no-plot)." in report.write(fake_result(), tmp_path / "np", plot=False)[-1].read_text()
 
 
 def test_the_page_escapes_what_it_shows(tmp_path):
-    res = _fake_result()
+    res = fake_result()
     res["rows"][0]["hand_ms"] = runner.Cell.missing('<script>alert("x")</script> & more')
     text = report.write(res, tmp_path, plot=False)[-1].read_text()
     assert "<script" not in text and "&lt;script&gt;" in text
