@@ -84,6 +84,68 @@ def get_program(source, device, options=(), launches=()):
     return prg
 
 
+def precompile(requests, device, workers=1, timeout=None):
+    """Compile the programs of ``requests`` that the disk cache lacks, ``workers`` at a time, each in
+    its own worker process (:class:`polyad.runtime.builder.Worker`), and store their binaries on disk:
+    a later :func:`get_program` of the same request loads the binary.  One that does not build costs
+    only itself.
+
+    :param requests: ``(source, options, launches)`` per program (launches as :func:`get_program` takes them).
+    :param device: the ``pyopencl.Device``.
+    :param workers: how many compiler processes run at once.
+    :param timeout: seconds one compile may take (None: ``POLYAD_BUILD_TIMEOUT``).
+    :returns: per request, None when its binary is on disk (or in memory), else the :class:`BuildError`
+        (a :class:`~polyad.runtime.builder.CompilerCrash` when the compiler took its process down).
+    """
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import builder
+
+    results = [None] * len(requests)
+    todo = []
+    for i, (source, options, launches) in enumerate(requests):
+        key = cache_key(source, device, tuple(options))
+        path = os.path.join(cache_dir(), key[:2], key + ".bin")
+        if key not in _MEMORY and not os.path.exists(path):
+            todo.append((i, path, builder.make_job(source, device_key(device), tuple(options), launches)))
+    if not todo:
+        return results
+    if not builder.isolated():  # debugging: compile here, one at a time
+        for i, _, _ in todo:
+            source, options, launches = requests[i]
+            try:
+                get_program(source, device, options, launches)
+            except BuildError as e:
+                results[i] = e
+        return results
+    pool = queue.Queue()
+    n = max(1, min(int(workers), len(todo)))
+    for _ in range(n):
+        pool.put(builder.Worker())
+
+    def one(item):
+        i, path, job = item
+        w = pool.get()
+        try:
+            binary = w.compile(job) if timeout is None else w.compile(job, timeout=timeout)
+        except BuildError as e:
+            results[i] = e
+            return
+        finally:
+            pool.put(w)
+        STATS.compiles += 1
+        _store_binary(path, binary)
+
+    try:
+        with ThreadPoolExecutor(n) as ex:
+            list(ex.map(one, todo))
+    finally:
+        while not pool.empty():
+            pool.get().close()
+    return results
+
+
 def _from_binary(binary, ctx, device, options, cl):
     try:
         return cl.Program(ctx, [device], [binary]).build(options=list(options), devices=[device])
@@ -145,11 +207,14 @@ def _corrupt(path, why):
 
 
 def _store(path, prg, cl):
+    binaries = prg.get_info(cl.program_info.BINARIES)
+    _store_binary(path, bytes(binaries[0]) if binaries else b"")
+
+
+def _store_binary(path, binary):
+    if not binary:
+        return
     try:
-        binaries = prg.get_info(cl.program_info.BINARIES)
-        binary = bytes(binaries[0]) if binaries else b""
-        if not binary:
-            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         try:

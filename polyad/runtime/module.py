@@ -41,21 +41,11 @@ class Module:
             )
         import pyopencl as cl
 
-        plan = []
-        for k in program.kernels:
-            gsize, lsize = k.global_size, k.local_size
-            if lsize is not None:
-                lsize = tuple(lsize) + (1,) * (len(gsize) - len(lsize))
-                lsize = lsize[: len(gsize)]
-                gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
-            plan.append((k, gsize, lsize))
+        plan = launch_plan(program)
         # before compiling: a launch over the device's limits fails at call time with a bare pyopencl error
         check_device_limits(device, [t for t in _all_tensors(program) if id(t) not in program.aliases], plan)
         if cl_program is None and plan:  # (no kernels: every output is a bitcast of an input)
-            # the kernels, their buffers and launch sizes: a cold compile launches each once, in the worker
-            launches = [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args],
-                         gsize, lsize) for k, gsize, lsize in plan]
-            cl_program = get_program(program.source, device, BUILD_OPTIONS, launches)
+            cl_program = get_program(program.source, device, BUILD_OPTIONS, trial_launches(plan))
         self.cl_program = cl_program
         self._launches = []
         for k, gsize, lsize in plan:
@@ -251,6 +241,26 @@ class Module:
                 for t in self.program.intermediates if id(t) not in self.program.aliases
             }
         return self._intermediates
+
+
+def launch_plan(program):
+    """Per kernel ``(KernelLaunch, global size, local size)``: the global size rounded up to whole work-groups."""
+    plan = []
+    for k in program.kernels:
+        gsize, lsize = k.global_size, k.local_size
+        if lsize is not None:
+            lsize = tuple(lsize) + (1,) * (len(gsize) - len(lsize))
+            lsize = lsize[: len(gsize)]
+            gsize = tuple(-(-g // l) * l for g, l in zip(gsize, lsize))
+        plan.append((k, gsize, lsize))
+    return plan
+
+
+def trial_launches(plan):
+    """The kernels, their buffers and launch sizes: a cold compile launches each once, in the worker
+    (:func:`polyad.runtime.builder.make_job`)."""
+    return [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args], gsize, lsize)
+            for k, gsize, lsize in plan]
 
 
 def _nbytes(t):

@@ -107,3 +107,25 @@ def test_unwritable_cache_dir_only_warns(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="cannot write"):
         mod = pa.build(Y, [X])
     np.testing.assert_allclose(mod(np.ones(3, np.float32)), -0.5)
+
+
+def test_precompile_compiles_in_parallel_and_a_broken_program_costs_only_itself(tmp_path, monkeypatch):
+    """The tuner's batch compile: binaries land on disk, the next build loads them; a source that does
+    not compile is answered with its BuildError and the others still build."""
+    from polyad.pipeline import select_device
+
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    dev = select_device()
+    good = [f"__kernel void k{i}(__global float *a) {{ a[get_global_id(0)] = {i}.0f; }}" for i in range(3)]
+    bad = "__kernel void broken(__global float *a) { a[0] = undefined_name; }"
+    launches = [[(f"k{i}", [(16, "float32")], (4,), None)] for i in range(3)] + [[("broken", [(16, "float32")], (1,), None)]]
+    before = cache.STATS.compiles
+    errs = cache.precompile([(s, (), l) for s, l in zip(good + [bad], launches)], dev, workers=2)
+    assert errs[:3] == [None, None, None]
+    assert isinstance(errs[3], pa.BuildError) and "undefined_name" in str(errs[3])
+    assert cache.STATS.compiles - before == 3
+    assert len(glob.glob(str(tmp_path / "*" / "*.bin"))) == 3
+    hits = cache.STATS.disk_hits
+    cache.get_program(good[1], dev, (), launches[1])  # a disk hit: no compile
+    assert cache.STATS.disk_hits == hits + 1 and cache.STATS.compiles - before == 3
+    assert cache.precompile([(good[0], (), launches[0])], dev) == [None]  # cached: nothing to do
