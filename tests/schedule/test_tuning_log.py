@@ -1,0 +1,323 @@
+"""The tuning log and database (issue 11): structural keys, JSON-lines records, torn and corrupt lines,
+resume, the fastest record per workload/device and per stage, and the process's active database."""
+
+import json
+import os
+
+import pytest
+
+import polyad as pa
+from polyad.schedule import Schedule, StageSchedule
+from polyad.schedule import tuning
+from polyad.schedule.tuning import (
+    SCHEMA, Record, TuningDatabase, TuningLog, Tuned, active_database, config_key, measured, read_log, stage_entries,
+    stage_key, tuned, tuning_log, workload_key,
+)
+from polyad.te.tensor import PlaceholderOp, walk_ops
+
+DEV = "PoCL|cpu"
+GPU = "NVIDIA|H100"
+
+
+def _graph(names=("X", "W", "k", "T", "R"), n=12, dtype="float32", bias=1.0):
+    x, w, k, t, r = names
+    X = pa.placeholder((6, n), dtype=dtype, name=x)
+    W = pa.placeholder((5, n), dtype=dtype, name=w)
+    kk = pa.reduce_axis((0, n), name=k)
+    T = pa.compute((6, 5), lambda i, j: pa.sum(X[i, kk] * W[j, kk], axis=kk), name=t)
+    R = pa.compute((6, 5), lambda a, b: pa.max(T[a, b] + bias, 0.0), name=r)
+    return X, W, T, R
+
+
+OTHER = ("inp", "weights", "red", "prod", "act")
+
+
+# ---------------------------------------------------------------------------------------------------
+# keys
+# ---------------------------------------------------------------------------------------------------
+def test_stage_key_ignores_names_and_sees_structure():
+    X, W, T, R = _graph()
+    X2, W2, T2, R2 = _graph(OTHER)
+    assert stage_key(T.op) == stage_key(T2.op) and stage_key(R.op) == stage_key(R2.op)
+    assert stage_key(T.op) != stage_key(R.op)
+    assert len(stage_key(T.op)) >= 16 and int(stage_key(T.op), 16) >= 0
+    assert stage_key(R.op) != stage_key(_graph(bias=2.0)[3].op)  # a constant
+    assert stage_key(T.op) != stage_key(_graph(n=13)[2].op)  # a reduction extent and the input shapes
+    assert stage_key(T.op) != stage_key(_graph(dtype="float64")[2].op)  # a dtype
+
+
+def test_stage_key_sees_which_input_is_read_where():
+    A = pa.placeholder((4, 4), name="A")
+    B = pa.placeholder((4, 4), name="B")
+    C = pa.placeholder((4, 8), name="C")
+    ab = pa.compute((4, 4), lambda i, j: A[i, j] - B[j, i], name="s")
+    ba = pa.compute((4, 4), lambda i, j: B[i, j] - A[j, i], name="s")  # the same up to input names
+    tr = pa.compute((4, 4), lambda i, j: A[j, i] - B[i, j], name="s")  # transposed reads: another stage
+    ac = pa.compute((4, 4), lambda i, j: A[i, j] - C[j, i], name="s")  # an input of another shape
+    assert stage_key(ab.op) == stage_key(ba.op)
+    assert len({stage_key(ab.op), stage_key(tr.op), stage_key(ac.op)}) == 3
+
+
+def test_stage_key_of_poly_stages_ignores_names():
+    def grads(x, w, h, scale=2.0):
+        X = pa.placeholder((8, 10), name=x)
+        W = pa.placeholder((4, 10), name=w)
+        Y = pa.ops.concatenate([pa.nn.relu(pa.ops.matmul(X, pa.ops.transpose(W))), X * scale], axis=1)
+        H = pa.placeholder(Y.shape, name=h)
+        return list(pa.differentiate(Y, [X, W], head=H))
+
+    def keys(outs):
+        ops = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
+        return ops, sorted(stage_key(op) for op in ops)
+
+    ops, k1 = keys(grads("X", "W", "H"))
+    _, k2 = keys(grads("a", "b", "c"))
+    assert k1 == k2
+    assert any(hasattr(op, "statements") for op in ops)  # the simplifier's stages are keyed too
+    assert keys(grads("X", "W", "H", scale=3.0))[1] != k1
+    with pytest.raises(pa.PolyadError, match="no stage key"):
+        stage_key(pa.placeholder((2,), name="P").op)
+
+
+def test_workload_key_ignores_names_and_sees_graph_and_inputs():
+    X, W, T, R = _graph()
+    X2, W2, T2, R2 = _graph(OTHER)
+    assert workload_key([R], [X, W]) == workload_key(R2, [X2, W2])
+    assert workload_key([R], [X, W]) != workload_key([R], [W, X])  # the inputs' order
+    assert workload_key([R], [X, W]) != workload_key([T], [X, W])
+    assert workload_key([R], [X, W]) != workload_key([R, T], [X, W])
+    assert workload_key([R], [X, W]) != workload_key([R], [X, W, T])  # T fed as data: another graph
+    assert workload_key([R], [X, W]) != workload_key(_graph(bias=0.5)[3], [X, W])
+
+
+def test_config_key_is_the_decisions_not_the_name():
+    a = Schedule("auto", stages={"T": StageSchedule(tile=(2, 4))}, notes=("why",))
+    b = Schedule("evolve", stages={"T": StageSchedule(tile=(2, 4))})
+    c = Schedule("auto", stages={"T": StageSchedule(tile=(2, 2))})
+    assert config_key(a) == config_key(b) == config_key(b.to_dict()) != config_key(c)
+
+
+# ---------------------------------------------------------------------------------------------------
+# records and the log file
+# ---------------------------------------------------------------------------------------------------
+def _record(trial=0, time=1e-3, device=DEV, workload="w1", tile=(2, 4), stage_time=None, key="k1", error=None,
+            **kw):
+    s = Schedule("evolve", stages={"T": StageSchedule(tile=tile)})
+    stages = {"T": (key, s.stages["T"], stage_time)}
+    times = () if time is None else (time * 1.1, time, time * 0.9)
+    return Record.of(s, workload, device, trial=trial, candidate="evolve", name="dense", stages=stages,
+                     times=times, error=error, **kw)
+
+
+def test_record_round_trip_and_schema():
+    r = _record(trial=3, stage_time=2e-4)
+    assert r.time == pytest.approx(1e-3) and r.error is None and r.usable and r.stale is None
+    line = r.to_json()
+    data = json.loads(line)
+    assert list(data) == ["schema", "polyad", "workload", "name", "device", "config", "trial", "candidate",
+                          "schedule", "stages", "time", "times", "error", "timestamp"]
+    assert data["schema"] == SCHEMA == 1 and data["polyad"] == pa.__version__
+    assert data["config"] == config_key(r.schedule_object())
+    assert data["stages"]["T"] == {"key": "k1", "schedule": StageSchedule(tile=(2, 4)).to_dict(), "time": 2e-4}
+    assert Record.from_dict(data) == r and Record.from_dict(data).to_json() == line
+    failed = _record(time=None, error="BuildError: no")
+    assert failed.time is None and not failed.usable
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("trial", "3", "'trial'"), ("time", -1.0, "'time'"), ("times", 1.0, "'times'"), ("schedule", [], "'schedule'"),
+    ("stages", {"T": {"key": 1}}, "stage 'T'"), ("device", None, "'device'"),
+])
+def test_record_fields_are_checked(field, value, msg):
+    data = json.loads(_record().to_json())
+    data[field] = value
+    with pytest.raises(pa.TuningLogError, match=f"here: .*{msg}"):
+        Record.from_dict(data, "here")
+    del data[field]
+    with pytest.raises(pa.TuningLogError, match="lacks the fields"):
+        Record.from_dict(data, "here")
+
+
+def test_append_then_read(tmp_path):
+    path = tmp_path / "sub" / "log.jsonl"
+    with TuningLog(path) as log:
+        for i in range(3):
+            log.append(_record(trial=i))
+    assert log.closed
+    with pytest.raises(pa.TuningLogError, match="closed"):
+        log.append(_record())
+    with TuningLog(path) as log:  # reopened: appends
+        log.append(_record(trial=3))
+    recs = read_log(path)
+    assert [r.trial for r in recs] == [0, 1, 2, 3]
+    assert recs[2].source == str(path) and recs[2].line == 3
+    assert path.read_text().count("\n") == 4
+
+
+def test_torn_last_line_is_skipped_with_a_warning_and_the_next_record_starts_a_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    with TuningLog(path) as log:
+        log.append(_record(trial=0))
+        log.append(_record(trial=1))
+    full = path.read_bytes()
+    path.write_bytes(full[: len(full) - 40])  # a crash in the middle of the second write
+    with pytest.warns(RuntimeWarning, match="log.jsonl.*line 2.*torn"):
+        assert [r.trial for r in read_log(path)] == [0]
+    with TuningLog(path) as log:  # resumed: the torn line stays, the record gets a line of its own
+        log.append(_record(trial=2))
+    with pytest.warns(RuntimeWarning, match="line 2.*torn"):
+        assert [r.trial for r in read_log(path)] == [0, 2]
+
+
+def test_corrupt_middle_line_names_file_and_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    good = _record().to_json()
+    path.write_text("\n".join([good, "this is not json", good, ""]))
+    with pytest.raises(pa.TuningLogError, match=r"log\.jsonl.*line 2.*not JSON"):
+        read_log(path)
+    with pytest.warns(RuntimeWarning, match=r"log\.jsonl.*line 2.*skipped"):
+        assert len(read_log(path, strict=False)) == 2
+    data = json.loads(good)
+    del data["config"]
+    path.write_text("\n".join([good, good, json.dumps(data), ""]))
+    with pytest.raises(pa.TuningLogError, match=r"line 3.*lacks the fields \['config'\]"):
+        read_log(path)
+    path.write_text(good + "\n[1, 2]\n")
+    with pytest.raises(pa.TuningLogError, match=r"line 2.*JSON object"):
+        read_log(path)
+    with pytest.raises(pa.TuningLogError, match="nope.jsonl.*does not exist"):
+        read_log(tmp_path / "nope.jsonl")
+
+
+def test_other_versions_are_kept_flagged_and_ignored_by_the_database(tmp_path):
+    path = tmp_path / "log.jsonl"
+    old = json.loads(_record(trial=1, time=1e-4).to_json())
+    old["polyad"] = "0.0.1"
+    future = {"schema": 2, "polyad": "9.0", "workload": "w1", "device": DEV, "something": "new"}
+    with TuningLog(path) as log:
+        log.append(_record(trial=0, time=1e-3))
+        log.append(Record.from_dict(old))
+        log.append(Record.from_dict(future))
+    recs = read_log(path)
+    assert [r.stale for r in recs] == [
+        None, f"polyad 0.0.1 (this is {pa.__version__})", "schema 2 (this polyad reads 1)"]
+    assert json.loads(recs[2].to_json()) == future  # kept as written
+    db = TuningDatabase.from_logs(path)
+    assert len(db) == 1 and db.ignored == 2
+    assert db.best_schedule("w1", DEV)[1].trial == 0  # not the faster record of 0.0.1
+    assert measured(recs, "w1", DEV) == {recs[0].config}
+
+
+# ---------------------------------------------------------------------------------------------------
+# the database
+# ---------------------------------------------------------------------------------------------------
+def _log(tmp_path, records, name="log.jsonl"):
+    path = tmp_path / name
+    with TuningLog(path) as log:
+        for r in records:
+            log.append(r)
+    return path
+
+
+def test_best_schedule_and_best_stage_pick_the_fastest_usable_record_of_the_device(tmp_path):
+    path = _log(tmp_path, [
+        _record(trial=0, time=3e-3, tile=(1, 1), stage_time=2e-3),
+        _record(trial=1, time=2e-3, tile=(2, 4), stage_time=1e-3),
+        _record(trial=2, time=None, tile=(4, 4), error="BuildError: too big"),
+        _record(trial=3, time=1e-4, tile=(8, 8), stage_time=1e-5, device=GPU),
+        _record(trial=4, time=2.5e-3, tile=(3, 1), stage_time=2.13e-4, workload="w2"),  # same stage, other graph
+    ])
+    db = TuningDatabase.from_logs([path])
+    s, rec = db.best_schedule("w1", DEV)
+    assert rec.trial == 1 and s == rec.schedule_object() and s.stages["T"].tile == (2, 4)
+    assert db.best_schedule("w1", GPU)[1].trial == 3
+    assert db.best_schedule("w3", DEV) is None
+    ss, where = db.best_stage("k1", DEV)
+    assert ss == StageSchedule(tile=(3, 1)) and where == "log.jsonl, trial 4, 0.213 ms"
+    assert db.best_stage("k1", GPU)[0].tile == (8, 8)
+    assert db.best_stage("k1", "other") is None and db.best_stage("nope", DEV) is None
+    d = db.digest()
+    assert d == TuningDatabase.from_logs(path).digest()
+    with TuningLog(path) as log:
+        log.append(_record(trial=5, time=1e-3))
+    assert TuningDatabase.from_logs(path).digest() != d
+
+
+def test_measured_lists_the_configurations_to_skip_on_resume(tmp_path):
+    path = _log(tmp_path, [_record(trial=0, tile=(1, 1)), _record(trial=1, tile=(2, 4), time=None, error="x"),
+                           _record(trial=2, tile=(4, 4), device=GPU), _record(trial=3, tile=(8, 8), workload="w2")])
+    recs = read_log(path)
+    want = {config_key(Schedule("any", stages={"T": StageSchedule(tile=t)})) for t in [(1, 1), (2, 4)]}
+    assert measured(recs, "w1", DEV) == want
+
+
+def test_lookup_for_finds_a_stage_by_structure(tmp_path):
+    X, W, T, R = _graph()
+    X2, W2, T2, R2 = _graph(OTHER)
+    s = Schedule("evolve", stages={"T": StageSchedule(tile=(2, 5), unroll=4)})
+    entries = stage_entries(walk_ops([R]), s, times={"T": 5e-6})
+    assert set(entries) == {"T", "R"} and entries["R"]["time"] is None
+    path = _log(tmp_path, [Record.of(s, workload_key(R, [X, W]), DEV, stages=entries, times=[1e-5])])
+    look = TuningDatabase.from_logs(path).lookup_for(DEV)
+    ss, where = look(T2.op)  # the stage of another graph, named otherwise
+    assert ss == StageSchedule(tile=(2, 5), unroll=4) and "trial 0" in where
+    assert look(T2.op) is look(T2.op)  # memoised
+    assert look(R2.op) is None  # recorded without its own time
+    assert look(_graph(n=7)[2].op) is None  # an unknown stage
+    assert look(X.op) is None  # not a stage at all
+    assert TuningDatabase.from_logs(path).lookup_for(GPU)(T.op) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# the active database and pa.tuned
+# ---------------------------------------------------------------------------------------------------
+def test_tuning_log_context_and_environment_select_the_active_database(tmp_path, monkeypatch):
+    monkeypatch.delenv("POLYAD_TUNING_LOG", raising=False)
+    a = _log(tmp_path, [_record(trial=0)], "a.jsonl")
+    b = _log(tmp_path, [_record(trial=1), _record(trial=2, time=1e-5)], "b.jsonl")
+    assert active_database() is None
+    monkeypatch.setenv("POLYAD_TUNING_LOG", str(a))
+    env_db = active_database()
+    assert len(env_db) == 1 and active_database() is env_db  # cached while the file is unchanged
+    with tuning_log(b) as db:
+        assert active_database() is db and db.best_schedule("w1", DEV)[1].trial == 2
+        with tuning_log([a, b]):
+            assert len(active_database()) == 3
+        assert active_database() is db
+    assert active_database() is env_db
+    with TuningLog(a) as log:  # the log grows: read again
+        log.append(_record(trial=5, time=1e-7))
+        os.utime(a, ns=(os.stat(a).st_mtime_ns + 10**9,) * 2)
+    assert active_database().best_schedule("w1", DEV)[1].trial == 5
+    monkeypatch.setenv("POLYAD_TUNING_LOG", str(tmp_path / "missing.jsonl"))
+    with pytest.warns(RuntimeWarning, match="POLYAD_TUNING_LOG.*missing.jsonl"):
+        assert active_database() is None
+    with pytest.raises(pa.TuningLogError, match="missing.jsonl"):
+        with tuning_log(tmp_path / "missing.jsonl"):
+            pass
+
+
+def test_tuned_names_its_logs_and_reads_them_when_asked(tmp_path):
+    path = _log(tmp_path, [_record(trial=0), _record(trial=1, time=1e-5)])
+    t = tuned(str(path))
+    assert isinstance(t, Tuned) and t == Tuned((str(path),))
+    assert repr(t) == f"pa.tuned({str(path)!r})"
+    assert json.loads(t.to_json()) == {"tuned": [str(path)], "strict": False}
+    assert t.database().best_schedule("w1", DEV)[1].trial == 1
+    with pytest.raises(pa.TuningLogError, match="does not exist"):
+        tuned(tmp_path / "x.jsonl").database()
+
+
+def test_public_callables_are_documented():
+    from tests.docs.test_docstrings import problems
+
+    for name in tuning.__all__:
+        obj = getattr(tuning, name)
+        if callable(obj):
+            assert not problems(obj), (name, problems(obj))
+    for meth in ("of", "from_dict", "to_json", "to_dict", "schedule_object", "where"):
+        assert not problems(getattr(Record, meth)), meth
+    for meth in ("from_logs", "best_schedule", "best_stage", "lookup_for", "digest"):
+        assert not problems(getattr(TuningDatabase, meth)), meth
+    assert not problems(TuningLog.append) and not problems(Tuned.database)
+    assert "schema" in tuning.__doc__ and '"stages"' in tuning.__doc__
