@@ -31,8 +31,16 @@ class StageSchedule:
     :param vectorize: the innermost output dimension of a block is computed in OpenCL ``floatN`` vectors (N in 1, 2,
         4, 8, 16); it must divide that dimension's tile size.
     :param unroll: unroll factor of the innermost reduction loop, a positive int.
+    :param phase: per output dimension (outermost first), a stride ``s_d`` (a positive int; 1 leaves the dimension
+        alone), or None.  Each output index ``x_d`` is written ``x_d = s_d * q_d + p_d`` with the phase
+        ``p_d = x_d mod s_d``: the stage runs as one dense sub-stage per phase combination (the isl map
+        ``{ S[.., x, ..] -> [p, .., q, ..] : x = s*q + p and 0 <= p < s }`` with ``p`` fixed, outermost, inside
+        each work-item), ``tile`` and ``vectorize`` apply to the ``q`` dimensions, and the reduction variables
+        coupled to a phased dimension are counted from ``q`` (a stride-``s`` convolution's data gradient reduces
+        over a fixed window around ``q``, with affine bounds and no division).  Legal for every stage; see
+        docs/scheduling.md.
     :raises ScheduleError: when a field is out of its range or of the wrong type (checked on construction; that a
-        tile fits its stage is checked against the graph, by :func:`validate`).
+        tile or a phase fits its stage is checked against the graph, by :func:`validate`).
     """
 
     grid_dims: int = 3
@@ -40,6 +48,7 @@ class StageSchedule:
     tile: tuple = None
     vectorize: int = 1
     unroll: int = 1
+    phase: tuple = None
 
     def __post_init__(self):
         if not isinstance(self.grid_dims, int) or not 1 <= self.grid_dims <= 3:
@@ -58,10 +67,19 @@ class StageSchedule:
             raise ScheduleError(f"vectorize must be 1, 2, 4, 8 or 16, got {self.vectorize!r}")
         if not isinstance(self.unroll, int) or self.unroll <= 0:
             raise ScheduleError(f"unroll must be a positive integer, got {self.unroll!r}")
+        if self.phase is not None:
+            if isinstance(self.phase, (str, bytes)) or not hasattr(self.phase, "__iter__"):
+                raise ScheduleError(f"phase must be a list of positive integers (one per output dimension), got {self.phase!r}")
+            ph = tuple(self.phase)
+            if any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in ph):
+                raise ScheduleError(f"phase strides must be positive integers, got {self.phase!r}")
+            object.__setattr__(self, "phase", ph)
 
     def to_dict(self):
-        """Plain data (JSON-ready): every field, tuples as lists."""
-        return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]}
+        """Plain data (JSON-ready): every field, tuples as lists; ``phase`` only when set (a schedule without
+        phases reads and writes the same JSON as before the field existed)."""
+        return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]
+                if not (f.name == "phase" and v is None)}
 
     @classmethod
     def from_dict(cls, data, where="stage schedule"):
@@ -91,6 +109,8 @@ class StageSchedule:
             parts.append(f"grid_dims {self.grid_dims}")
         if self.local_size is not None:
             parts.append("local_size " + "x".join(map(str, self.local_size)))
+        if self.phase is not None and any(x != 1 for x in self.phase):
+            parts.insert(0, "phase " + "x".join(map(str, self.phase)))
         return ", ".join(parts) or "naive loops"
 
 

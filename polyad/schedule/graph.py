@@ -534,6 +534,40 @@ def _check_stage_schedule(name, op, ss):
             f"stage {name!r}: vectorize {ss.vectorize} does not divide the innermost tile size {inner} "
             f"(tile {ss.tile}); make the tile's last size a multiple of {ss.vectorize}"
         )
+    if ss.phase is not None:
+        _check_phase(name, op, ss)
+
+
+def _check_phase(name, op, ss):
+    """ScheduleError naming the stage and the dimension unless ``ss.phase`` fits ``op`` (and its tile)."""
+    rank, shape = len(op.shape), tuple(op.shape)
+    if len(ss.phase) != rank:
+        raise ScheduleError(
+            f"stage {name!r}: phase {ss.phase} has {len(ss.phase)} strides but the stage has {rank} output "
+            f"dimensions {shape}"
+        )
+    axes = _axis_names(op)
+    for d, (s, n) in enumerate(zip(ss.phase, shape)):
+        if s > n:
+            raise ScheduleError(
+                f"stage {name!r}: phase stride {s} on dimension {d} ({axes[d]!r}) exceeds its extent {n}; "
+                f"a phase needs at least one point per remainder"
+            )
+        q = -(-n // s)  # the most points of one phase along d
+        if s > 1 and ss.tile is not None and ss.tile[d] > q:
+            raise ScheduleError(
+                f"stage {name!r}: tile {ss.tile[d]} on dimension {d} ({axes[d]!r}) exceeds the {q} points of one "
+                f"phase there (extent {n}, phase stride {s}): the tile applies to x // {s}"
+            )
+
+
+def _axis_names(op):
+    from ..poly.stage import statements_of
+
+    try:
+        return [v.name for v in statements_of(op)[0].out_vars]
+    except Exception:  # noqa: BLE001 - a stage without statements: number the axes
+        return [f"axis{d}" for d in range(len(op.shape))]
 
 
 def validate(outputs, schedule):
