@@ -20,7 +20,7 @@ from ..errors import ArityError, PolyadError
 from ..te import dtype as dt
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, placeholder
 
-__all__ = ["vjp", "Residuals", "VJPForward", "VJPBackward"]
+__all__ = ["vjp", "vjp_from_gradients", "Residuals", "VJPForward", "VJPBackward"]
 
 
 class Residuals:
@@ -181,8 +181,6 @@ def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reduct
     """
     from ..autodiff import differentiate
     from ..ops.elementwise import add
-    from ..te.graph import residuals
-    from . import build
 
     single = isinstance(outputs, Tensor)
     outs = as_tensor_list(outputs, "vjp outputs")
@@ -200,6 +198,46 @@ def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reduct
     for y, h in zip(outs, heads):
         gs = list(differentiate(y, wrt, h))
         grads = gs if grads is None else [add(a, b) for a, b in zip(grads, gs)]
+    return _split(grads, heads, ins, outs, single, schedule, device, save)
+
+
+def vjp_from_gradients(grads, heads, inputs, outputs=(), *, schedule="auto", device=None, save="reductions"):
+    """``fwd, bwd`` as ``pa.vjp`` builds them, for a gradient graph you already have.
+
+    ``grads`` reads ``heads`` (placeholders) and ``inputs`` (placeholders): a gradient written by
+    hand as TE, or one from ``pa.differentiate``.  The forward computes ``outputs`` (none by default:
+    ``fwd(*arrays)`` then returns ``([], res)``) and the residuals of ``grads`` with respect to
+    ``heads`` (``pa.residuals(grads, heads, save)``); ``bwd(res, *heads)`` computes ``grads`` from
+    them.  ``pa.vjp`` is ``pa.differentiate`` followed by this; the benchmarks feed their hand-written
+    gradients through it, so that they run exactly as ``pa.vjp``'s backward does.
+
+    :param grads: the gradient tensors (what ``bwd`` returns, in this order).
+    :param heads: the placeholders ``grads`` reads that ``bwd`` is given after the residuals.
+    :param inputs: the placeholders the forward takes, in the order its arrays come.
+    :param outputs: tensors the forward computes and returns besides the residuals (default none).
+    :param schedule: as ``pa.build`` takes it, for both modules.
+    :param device: as ``pa.build`` takes it.
+    :param save: ``"reductions"`` (default) or ``"all"``, as ``pa.residuals`` takes it.
+    :returns: ``(fwd, bwd)``, a :class:`VJPForward` and a :class:`VJPBackward`.
+    :raises PolyadError: when an input or a head is not a placeholder, or ``save`` is not known.
+    :raises BuildError: when a module does not build (see ``pa.build``).
+    """
+    outs = as_tensor_list(list(outputs), "vjp outputs") if outputs else []
+    ins = as_tensor_list(inputs, "vjp inputs")
+    heads = as_tensor_list(heads, "vjp heads")
+    for what, ts in (("input", ins), ("head", heads)):
+        for t in ts:
+            if not isinstance(t.op, PlaceholderOp):
+                raise PolyadError(f"vjp: {what} {t.name!r} is computed; it must be a placeholder")
+    return _split(as_tensor_list(grads, "vjp gradients"), heads, ins, outs, False, schedule, device, save)
+
+
+def _split(grads, heads, ins, outs, single, schedule, device, save):
+    """The two modules: the forward (outputs, then the residuals that are not outputs) from ``ins``,
+    the backward (``grads``) from the inputs, the heads and what the forward computed."""
+    from ..te.graph import residuals
+    from . import build
+
     saved = residuals(grads, heads, save=save)
     out_ids = {id(y) for y in outs}
     extra = [r for r in saved if id(r) not in out_ids]

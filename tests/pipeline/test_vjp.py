@@ -118,3 +118,21 @@ def test_vjp_errors_name_what_is_wrong():
         fwd(x)
     with pytest.raises(pa.ShapeError, match="'d_softmax'"):
         bwd(res, h[:2])
+
+
+def test_vjp_from_gradients_splits_a_gradient_written_by_hand():
+    # the benchmarks' hand-written softmax gradient, split as pa.vjp splits its own: no outputs, the residuals
+    from polyad.pipeline.vjp import vjp_from_gradients
+
+    case = WORKLOADS["softmax"].instantiate(batch=3, n_in=8, n_out=5)
+    ph = case.placeholders()
+    grads = case.hand_te(ph)
+    fwd, bwd = vjp_from_gradients(grads, [ph["H"]], [ph["X"], ph["W"]])
+    data = case.data(seed=1)
+    ys, res = fwd(data["X"], data["W"])
+    assert ys == [] and [t.name for t in res.tensors] == ["dense", "softmax_max", "softmax_sum"]
+    want = pa.evaluate(grads, {ph[n]: data[n] for n in ("X", "W", "H")})
+    for g, r in zip(bwd(res, data["H"]), want):
+        _close(g, r, "hand-written softmax gradient")
+    with pytest.raises(pa.PolyadError, match="head 'dense' is computed"):
+        vjp_from_gradients(grads, [res.tensors[0]], [ph["X"], ph["W"]])
