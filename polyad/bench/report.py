@@ -10,26 +10,34 @@ import io
 import time
 from pathlib import Path
 
-from .runner import Cell, to_json
+from .runner import BACKWARD_NAMES, BACKWARDS, NOT_A_STEP, SGD_LR, Cell, to_json
 
-#: (column key, header, format) of the markdown table, in order.
+#: (column key, header, format) of the markdown table, in order.  "(vjp)": pa.vjp's backward, fed the
+#: residuals its forward left on the device; "(recompute)": the gradient built from (inputs, H) alone.
 COLUMNS = [
     ("workload", "workload", None),
     ("schedule", "schedule", None),
     ("fwd_ms", "fwd ms", "ms"),
-    ("bwd_ms", "bwd ms", "ms"),
-    ("bwd_over_fwd", "bwd/fwd", "x"),
-    ("bwd_recompute_ms", "bwd recompute ms", "ms"),
+    ("bwd_ms", "bwd ms (vjp)", "ms"),
+    ("bwd_over_fwd", "bwd/fwd (vjp)", "x"),
+    ("bwd_recompute_ms", "bwd ms (recompute)", "ms"),
     ("hand_ms", "hand TE bwd ms", "ms"),
     ("autodiff_over_hand", "autodiff/hand TE", "x"),
     ("numpy_ms", "numpy bwd ms", "ms"),
     ("vs_numpy", "vs numpy", "x"),
     ("torch_ms", "torch bwd ms", "ms"),
-    ("vs_torch", "vs torch", "x"),
+    ("vs_torch", "vs torch (vjp)", "x"),
+    ("recompute_vs_torch", "vs torch (recompute)", "x"),
+    ("step_ms", "step ms (vjp)", "ms"),
+    ("step_recompute_ms", "step ms (recompute)", "ms"),
+    ("torch_step_ms", "torch step ms", "ms"),
+    ("step_vs_torch", "step vs torch (vjp)", "x"),
+    ("step_recompute_vs_torch", "step vs torch (recompute)", "x"),
     ("diff_s", "differentiate s", "s"),
-    ("build_cold_s", "build s cold", "s"),
-    ("build_warm_s", "build s warm", "s"),
-    ("err", "max rel err", "e"),
+    ("build_cold_s", "build s cold (vjp)", "s"),
+    ("build_warm_s", "build s warm (vjp)", "s"),
+    ("err", "max rel err (vjp)", "e"),
+    ("recompute_err", "err recompute", "e"),
     ("hand_err", "err hand TE", "e"),
     ("numpy_err", "err numpy", "e"),
     ("torch_err", "err torch", "e"),
@@ -43,6 +51,8 @@ NA_WIDTH = 40
 def fmt(cell, kind):
     if not isinstance(cell, Cell):
         return str(cell)
+    if cell.na == NOT_A_STEP:
+        return "-"
     if not cell.ok:
         r = cell.na
         return "n/a: " + (r if len(r) <= NA_WIDTH else r[: NA_WIDTH - 1] + "…")
@@ -71,7 +81,9 @@ def _machine_line(m):
 
 
 def _options_line(o):
+    backwards = " and ".join(BACKWARD_NAMES.get(b, b) for b in o.get("backward") or BACKWARDS)
     return (f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
+            f"backward {backwards}, "
             f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
             f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement"
             f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.")
@@ -85,11 +97,16 @@ def _backend_warning(o):
 
 
 def _explanation():
-    return ("Ratios are polyad's backward time over the other's (above 1: polyad is slower). Every backward is timed "
-            "alone, with the forward's values saved beforehand: polyad's (autodiff and hand TE, `Module.time`) is fed "
-            "`pa.residuals(grads, [H])`, computed by a forward module outside the timing, as numpy and torch reuse their "
-            "saved activations. bwd recompute ms: the autodiff gradient built from the forward inputs and H alone, "
-            "recomputing the forward values it reads. Errors (of the fed modules): max|g - ref| / max|ref| "
+    return ("Ratios are polyad's time over the other's (above 1: polyad is slower). Every backward is timed alone, "
+            "after its forward, as numpy and torch reuse their saved activations. "
+            "(vjp): `fwd, bwd = pa.vjp(Y, inputs)`; the forward ran once, outside the timing, and left its residuals "
+            "(`pa.residuals(grads, [H], save=\"reductions\")`) on the device; `bwd.time` times the backward alone on "
+            "them. The hand-written TE gradient is split and fed the same way (`vjp_from_gradients`). (recompute): "
+            "`pa.build(pa.differentiate(Y, wrt, H), inputs + [H])`, which recomputes the forward values it reads and "
+            "keeps nothing between calls. Training steps (mlp_step, lenet_step): forward, backward and an SGD update "
+            f"(lr {SGD_LR:g}) of every parameter, the parameters carried on the device from step to step; (vjp): pa.vjp's forward and "
+            "backward; (recompute): the plain forward and the recomputing backward; torch: forward, autograd.grad, "
+            "in-place update. Errors: max|g - ref| / max|ref| "
             f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
 
 
@@ -129,7 +146,8 @@ def markdown(result):
     lines += ["", _explanation()]
     fed, notes, reasons = _footnotes(result)
     if fed:
-        lines += ["", "Residuals fed to the backward (computed tensors of the gradient graph that do not depend on H):"]
+        lines += ["", "What the vjp forward saves for its backward besides its outputs (computed tensors of the "
+                      "gradient graph that do not depend on H):"]
         lines += [f"- {w}: " + "; ".join(f"{who}: {names}" for who, names in d.items()) for w, d in fed.items()]
     if notes:
         lines += ["", "\\* fewer runs than asked:"] + [f"- {n}" for n in notes]
@@ -184,23 +202,28 @@ def _series(result, columns):
 
 
 def _backward_figure(plt, result):
-    series = _series(result, ((lambda s: f"polyad autodiff ({s})", "bwd_ms"), (lambda s: f"hand TE ({s})", "hand_ms"),
+    series = _series(result, ((lambda s: f"polyad pa.vjp ({s})", "bwd_ms"),
+                              (lambda s: f"polyad recompute ({s})", "bwd_recompute_ms"),
+                              (lambda s: f"hand TE ({s})", "hand_ms"),
                               (lambda s: "numpy", "numpy_ms"), (lambda s: "torch", "torch_ms")))
     return _grouped_bars(plt, _workloads(result), series, "backward ms (median, log scale)",
                          f"polyad benchmarks, {result['machine'].get('date_utc', '')}")
 
 
 def _ratio_figure(plt, result):
-    series = _series(result, ((lambda s: f"vs hand TE ({s})", "autodiff_over_hand"),
-                              (lambda s: f"vs numpy ({s})", "vs_numpy"), (lambda s: f"vs torch ({s})", "vs_torch")))
+    series = _series(result, ((lambda s: f"vjp vs hand TE ({s})", "autodiff_over_hand"),
+                              (lambda s: f"vjp vs numpy ({s})", "vs_numpy"),
+                              (lambda s: f"vjp vs torch ({s})", "vs_torch"),
+                              (lambda s: f"recompute vs torch ({s})", "recompute_vs_torch")))
     return _grouped_bars(plt, _workloads(result), series, "polyad bwd / other's bwd (log scale)",
                          "polyad's backward against the others (below 1: polyad is faster)", one_line=True)
 
 
 #: The report's plots: (file suffix, caption, figure builder).
 PLOTS = (
-    ("", "Backward time per workload (median ms, log scale): polyad's autodiff gradient, the same gradient "
-         "written by hand as TE, numpy and torch.", _backward_figure),
+    ("", "Backward time per workload (median ms, log scale): polyad's autodiff gradient (pa.vjp's backward on "
+         "the saved residuals, and the one that recomputes the forward), the same gradient written by hand as TE, "
+         "numpy and torch.", _backward_figure),
     ("-ratios", "polyad's backward time over each baseline's (log scale; below the line at 1, polyad is faster).",
      _ratio_figure),
 )
@@ -291,8 +314,8 @@ def html_page(result, images=(), files=(), plot_note=None):
     out += ["</tbody>", "</table>", "</div>", f'<p class="meta">{e(_explanation())}</p>']
     fed, notes, reasons = _footnotes(result)
     if fed:
-        out.append("<h2>Residuals fed to the backward</h2>")
-        out.append("<p>Computed tensors of the gradient graph that do not depend on H.</p><ul>")
+        out.append("<h2>What the vjp forward saves for its backward</h2>")
+        out.append("<p>Besides its outputs: computed tensors of the gradient graph that do not depend on H.</p><ul>")
         out += [f"<li>{e(w)}: " + "; ".join(f"{e(who)}: {e(names)}" for who, names in d.items()) + "</li>"
                 for w, d in fed.items()]
         out.append("</ul>")

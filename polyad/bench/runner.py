@@ -8,20 +8,24 @@ float64 numpy reference.  A column that cannot run (an op or the runtime not
 there yet, torch missing, a build error) becomes an "n/a: <reason>" cell; it
 never stops the run.
 
-What is timed:
-* polyad backward (bwd ms, hand TE bwd ms): the backward alone, as a framework
-  runs it: a Module built from the gradient graph with inputs (forward inputs,
-  H, residuals) -> gradients, where residuals = ``pa.residuals(grads, [H],
-  save="reductions")`` (the forward values the gradient reads, JAX's
-  partial-evaluation residuals, under JAX's dots_saveable policy: reductions are
-  saved, elementwise stages and pads are recomputed)
-  are computed beforehand by a forward Module of the same schedule, outside the
-  timing.  The hand-written TE graph has its own forward stages; its residuals
-  are found the same way.
-* bwd recompute ms: the gradient built from (forward inputs, H) alone, which
-  recomputes the forward intermediates it needs (as TVM's te.gradient does).
+What is timed (``--backward vjp recompute``, both by default):
+* bwd ms (vjp): ``fwd, bwd = pa.vjp(Y, inputs, wrt)``; the forward runs once,
+  outside the timing, and leaves its residuals on the device
+  (``pa.residuals(grads, [H], save="reductions")``: JAX's dots_saveable policy,
+  reductions are saved, elementwise stages and pads are recomputed); ``bwd`` is
+  timed alone on them, as torch's backward is timed after its forward.  The
+  hand-written TE gradient (hand TE bwd ms) is split and fed the same way
+  (``polyad.pipeline.vjp.vjp_from_gradients``).
+* bwd ms (recompute): ``pa.build(pa.differentiate(Y, wrt, H), inputs + [H])``,
+  which recomputes the forward intermediates it needs (as TVM's te.gradient
+  does) and keeps nothing between calls.
 * numpy and torch backward: the backward pass alone, with the forward
   activations saved beforehand (torch: ``autograd.grad(y, inputs, H)``).
+* training steps (mlp_step, lenet_step): forward, backward and an SGD update
+  of every parameter, on the device, the parameters carried from step to step:
+  with pa.vjp (step ms (vjp)), with the plain forward and the recomputing
+  backward (step ms (recompute)), and torch's (forward, autograd.grad,
+  in-place update).
 """
 
 import argparse
@@ -149,16 +153,35 @@ def rel_error(got, ref):
 
 # ----------------------------------------------------------------------------- columns
 
+#: The backwards a run can measure (``--backward``): pa.vjp's, fed the residuals its forward saved on
+#: the device, and the gradient built alone from (inputs, H), which recomputes the forward it reads.
+BACKWARDS = ("vjp", "recompute")
+#: What each backward is, as the report says it (the options line; JSON's "backward"); its columns say
+#: "(vjp)" or "(recompute)".
+BACKWARD_NAMES = {
+    "vjp": "vjp (pa.vjp: bwd on the residuals its forward left on the device)",
+    "recompute": "recompute (pa.build(pa.differentiate(...), inputs + [H]): recomputes the forward it reads)",
+}
+#: The learning rate of the training steps' SGD update (``params - SGD_LR * grads``).
+SGD_LR = 0.01
+#: Why a step column is empty on a workload that is not a training step (shown as "-").
+NOT_A_STEP = "not a training step"
+
+
 def _polyad_api(backend="opencl"):
-    """What the polyad columns call: pa itself, or pa with build() replaced by the numpy oracle."""
+    """What the polyad columns call: pa's placeholder, differentiate, build and vjp (and
+    ``vjp_from_gradients``, for the hand-written gradients), or their numpy stand-ins."""
+    from types import SimpleNamespace
+
     import polyad as pa
 
     if backend == "opencl":
-        return pa
-    if backend == "evaluate":
-        from types import SimpleNamespace
+        from polyad.pipeline.vjp import vjp_from_gradients
 
-        return SimpleNamespace(placeholder=pa.placeholder, differentiate=pa.differentiate, build=EvaluateModule)
+        return SimpleNamespace(placeholder=pa.placeholder, differentiate=pa.differentiate, build=pa.build,
+                               vjp=pa.vjp, vjp_from_gradients=vjp_from_gradients)
+    if backend == "evaluate":
+        return evaluate_api()
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -167,6 +190,7 @@ class EvaluateModule:
 
     It checks gradients (the error columns) on the real workloads without
     OpenCL; its times are the numpy interpreter's, not polyad's kernels.
+    Its "device buffers" are numpy arrays (``output_buffers``, ``run``).
     """
 
     def __init__(self, outputs, inputs, schedule="naive"):
@@ -175,11 +199,88 @@ class EvaluateModule:
     def __call__(self, *arrays):
         import polyad as pa
 
-        out = pa.evaluate(self.outputs, dict(zip(self.inputs, arrays)))
+        out = pa.evaluate(self.outputs, dict(zip(self.inputs, arrays))) if self.outputs else []
         return out[0] if len(self.outputs) == 1 else out
 
     def time(self, *arrays, repeat=1):
         return wall_clock(lambda: self(*arrays))(repeat)
+
+    def output_buffers(self, input_buffers):
+        return [np.empty(t.shape, t.dtype) for t in self.outputs]
+
+    def run(self, *buffers):
+        n = len(self.inputs)
+        for out, value in zip(buffers[n:], _as_list(self(*buffers[:n]), len(self.outputs))):
+            out[...] = value
+
+
+def evaluate_api(build=EvaluateModule):
+    """pa's names with ``build`` (default :class:`EvaluateModule`) for pa.build, and pa.vjp made of it
+    as pa.vjp is made of pa.build: a forward module of the outputs and the residuals
+    (``pa.residuals(grads, heads, save)``), a backward module fed them."""
+    from types import SimpleNamespace
+
+    import polyad as pa
+
+    def vjp_from_gradients(grads, heads, inputs, outputs=(), *, schedule="naive", save="reductions"):
+        outs = list(outputs)
+        saved = pa.residuals(grads, heads, save=save)
+        order = outs + [r for r in saved if all(r is not y for y in outs)]
+        fwd = EvaluateForward(build(order, inputs, schedule=schedule), inputs, outs, order)
+        return fwd, EvaluateBackward(build(grads, list(inputs) + list(heads) + order, schedule=schedule), heads, grads)
+
+    def vjp(output, inputs, wrt=None, *, schedule="naive", save="reductions"):
+        inputs = list(inputs)
+        wrt = [t for t in inputs if t.dtype.startswith("float")] if wrt is None else list(wrt)
+        head = pa.placeholder(output.shape, dtype=output.dtype, name=f"d_{output.name}")
+        return vjp_from_gradients(list(pa.differentiate(output, wrt, head)), [head], inputs, [output],
+                                  schedule=schedule, save=save)
+
+    return SimpleNamespace(placeholder=pa.placeholder, differentiate=pa.differentiate, build=build, vjp=vjp,
+                           vjp_from_gradients=vjp_from_gradients)
+
+
+class _EvaluateResiduals:
+    """pa.vjp's Residuals, on the host: the inputs, and the values of the saved ``tensors``."""
+
+    def __init__(self, inputs, values, tensors):
+        self.inputs, self.values, self.tensors = list(inputs), list(values), tuple(tensors)
+
+
+class EvaluateForward:
+    """pa.vjp's forward over a Module look-alike: ``y, res = fwd(*arrays)`` (``y``: the outputs, a list)."""
+
+    def __init__(self, module, inputs, outputs, saved):
+        self.module, self.inputs, self.outputs, self.saved = module, list(inputs), list(outputs), list(saved)
+
+    def __call__(self, *arrays):
+        values = _as_list(self.module(*arrays), len(self.saved)) if self.saved else []
+        ys = values[:len(self.outputs)]
+        return (ys[0] if len(ys) == 1 else ys), _EvaluateResiduals(arrays, values, self.saved)
+
+    def time(self, *arrays, repeat=1):
+        return self.module.time(*arrays, repeat=repeat)
+
+
+class EvaluateBackward:
+    """pa.vjp's backward over a Module look-alike: ``grads = bwd(res, *heads)``."""
+
+    def __init__(self, module, heads, grads):
+        self.module, self.heads, self.grads = module, list(heads), list(grads)
+
+    def __call__(self, res, *heads):
+        return _as_list(self.module(*res.inputs, *heads, *res.values), len(self.grads))
+
+    def time(self, res, *heads, repeat=1):
+        return self.module.time(*res.inputs, *heads, *res.values, repeat=repeat)
+
+
+def _array(arrays, p):
+    """The array of placeholder ``p``, by name (reshaped to fit)."""
+    if p.name not in arrays:
+        raise KeyError(f"no data for placeholder {p.name!r}")
+    a = arrays[p.name]
+    return a.reshape(p.shape) if a.shape != p.shape else a
 
 
 def _args_for(outputs, arrays, given=()):
@@ -187,13 +288,7 @@ def _args_for(outputs, arrays, given=()):
     from polyad.te.tensor import placeholders
 
     ins = placeholders(outputs, given)
-    args = []
-    for p in ins:
-        if p.name not in arrays:
-            raise KeyError(f"no data for placeholder {p.name!r}")
-        a = arrays[p.name]
-        args.append(a.reshape(p.shape) if a.shape != p.shape else a)
-    return ins, args
+    return ins, [_array(arrays, p) for p in ins]
 
 
 def _as_list(out, n):
@@ -203,33 +298,25 @@ def _as_list(out, n):
 
 
 def graph_residuals(outputs):
-    """``pa.residuals`` of a gradient graph with respect to its head (the placeholder named H)."""
+    """What ``pa.vjp``'s forward saves for a gradient graph besides the outputs: ``pa.residuals`` with
+    respect to its head (the placeholder named H), under the benchmarks' policy ``save="reductions"``
+    (JAX's dots_saveable: what reduces is saved; the elementwise stages and data movement, a conv's
+    padded input, an elementwise chain, are recomputed, as frameworks save a conv's input, not its
+    padded copy).  The runner reads the saved tensors off ``fwd.saved``; tests/schedule's recorded
+    graphs use this."""
     import polyad as pa
     from polyad.te.tensor import placeholders
 
-    # JAX's dots_saveable policy: save what reduces, recompute the elementwise and the data movement (a
-    # conv's padded input, an elementwise chain), as frameworks save a conv's input, not its padded copy
     return pa.residuals(outputs, [p for p in placeholders(outputs) if p.name == "H"], save="reductions")
 
 
 class PolyadColumns:
-    """Builds and times one graph (forward, autodiff gradient or hand-written gradient).
+    """Builds and times one module from ``inputs`` (placeholders) to ``outputs``: the forward, or the
+    gradient built alone from (inputs, H), which recomputes the forward values it reads."""
 
-    With ``residuals`` (computed tensors of the graph, see :func:`graph_residuals`), a
-    forward module of the same schedule computes them first, outside any timing, and
-    the module takes them as inputs: it runs the backward alone.
-    """
-
-    def __init__(self, api, outputs, arrays, schedule, residuals=()):
-        self.api, self.outputs, self.schedule = api, list(outputs), schedule
-        self.residuals = list(residuals)
-        self.inputs, self.args = _args_for(self.outputs, arrays, self.residuals)
-        if self.residuals:
-            fwd_ins, fwd_args = _args_for(self.residuals, arrays)
-            fwd = api.build(self.residuals, fwd_ins, schedule=schedule)
-            saved = _as_list(fwd(*fwd_args), len(self.residuals))
-            self.inputs += self.residuals
-            self.args += [np.asarray(a) for a in saved]
+    def __init__(self, api, outputs, inputs, arrays, schedule):
+        self.api, self.outputs, self.inputs, self.schedule = api, list(outputs), list(inputs), schedule
+        self.args = [_array(arrays, p) for p in self.inputs]
         t0 = time.perf_counter()
         self.module = api.build(self.outputs, self.inputs, schedule=schedule)
         self.build_cold = time.perf_counter() - t0
@@ -244,6 +331,115 @@ class PolyadColumns:
 
     def time(self, repeat, budget):
         return measure(lambda n: self.module.time(*self.args, repeat=n), repeat, budget)
+
+
+class VJPColumns:
+    """A backward as ``pa.vjp`` runs it: ``make()`` -> ``(fwd, bwd)`` (``pa.vjp``, or
+    ``vjp_from_gradients`` for a hand-written gradient); the forward runs once, outside any timing,
+    and leaves its residuals on the device; ``time`` times ``bwd`` alone on them."""
+
+    def __init__(self, make, arrays):
+        self.make = make
+        t0 = time.perf_counter()
+        self.fwd, self.bwd = make()
+        self.build_cold = time.perf_counter() - t0  # both modules (and pa.vjp's differentiation)
+        self.args = [_array(arrays, p) for p in self.fwd.inputs]
+        self.heads = [arrays["H"].reshape(h.shape) for h in self.bwd.heads]  # pa.vjp names it d_<output>
+        _, self.res = self.fwd(*self.args)
+
+    def saved_names(self):
+        """What the forward saves for the backward besides its outputs (and the inputs)."""
+        extra = self.fwd.saved[len(self.fwd.outputs):]
+        return ", ".join(t.name for t in extra) or "none"
+
+    def build_warm(self):
+        t0 = time.perf_counter()
+        self.make()
+        return Cell(time.perf_counter() - t0)
+
+    def results(self):
+        return _as_list(self.bwd(self.res, *self.heads), len(self.bwd.grads))
+
+    def time(self, repeat, budget):
+        return measure(lambda n: self.bwd.time(self.res, *self.heads, repeat=n), repeat, budget)
+
+
+def _upload(module, a):
+    """``a`` on ``module``'s device, writable (a numpy copy for a Module look-alike)."""
+    a = np.array(a, order="C")  # a copy (0-d stays 0-d)
+    context = getattr(module, "context", None)
+    if context is None:
+        return a
+    import pyopencl as cl
+
+    return cl.Buffer(context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a.reshape(-1))
+
+
+def sgd_update(api, params, schedule, lr=SGD_LR):
+    """The module ``(params, grads) -> params - lr * grads`` of a training step, one stage per parameter."""
+    import polyad as pa
+
+    grads = [pa.placeholder(p.shape, dtype=p.dtype, name=f"g_{p.name}") for p in params]
+    new = [pa.compute(p.shape, lambda *i, p=p, g=g: p[i] - g[i] * lr, name=f"sgd_{p.name}")
+           for p, g in zip(params, grads)]
+    return api.build(new, list(params) + grads, schedule=schedule)
+
+
+class TrainingStep:
+    """One SGD step on the device: ``passes(buffers, h)`` (the forward and the backward) -> the
+    gradients' buffers, then ``update`` writes ``params - lr * grads`` into a second set of parameter
+    buffers, which the next step reads (the two sets swap: a training loop, nothing crosses to the host).
+
+    ``inputs``: the forward's placeholders, ``wrt``: the parameters among them (``update``'s order).
+    """
+
+    def __init__(self, passes, update, inputs, wrt, arrays):
+        self.passes, self.update, self.wrt = passes, update, list(wrt)
+        self.bufs = [_upload(update, _array(arrays, p)) for p in inputs]
+        at = {id(p): i for i, p in enumerate(inputs)}
+        self.slots = [at[id(p)] for p in wrt]
+        self.spare = [_upload(update, _array(arrays, p)) for p in wrt]
+        self.h = _upload(update, arrays["H"])
+
+    def step(self):
+        grads = self.passes(self.bufs, self.h)
+        params = [self.bufs[i] for i in self.slots]
+        self.update.run(*params, *grads, *self.spare)
+        for i, b in zip(self.slots, self.spare):
+            self.bufs[i] = b
+        self.spare = params
+
+    def parameters(self):
+        """The current parameters, as numpy arrays (in ``wrt``'s order)."""
+        bufs = [self.bufs[i] for i in self.slots]
+        if not hasattr(self.update, "download"):
+            return [np.array(b) for b in bufs]
+        return [self.update.download(p, b) for p, b in zip(self.wrt, bufs)]
+
+    def time(self, repeat, budget):
+        return measure(wall_clock(self.step), repeat, budget)
+
+
+def vjp_passes(fwd, bwd):
+    """A training step's passes with ``pa.vjp``: the forward saves, the backward reads what it saved."""
+    def passes(bufs, h):
+        _, res = fwd(*bufs)
+        return bwd(res, h)
+
+    return passes
+
+
+def recompute_passes(forward, backward):
+    """A training step's passes with plain modules: the forward (the loss), then the gradient built from
+    (inputs, H), which computes the forward values it reads again."""
+    def passes(bufs, h):
+        forward.run(*bufs, *forward.output_buffers(bufs))
+        ins = [*bufs, h]
+        grads = backward.output_buffers(ins)
+        backward.run(*ins, *grads)
+        return grads
+
+    return passes
 
 
 def torch_column(case, arrays, ref, repeat, budget):
@@ -264,6 +460,29 @@ def torch_column(case, arrays, ref, repeat, budget):
     return measure(wall_clock(backward), repeat, budget), err
 
 
+def torch_step(case, arrays, lr=SGD_LR):
+    """A torch training step (forward, ``autograd.grad``, in-place SGD update) on copies of ``arrays``;
+    returns (step, parameters)."""
+    import torch
+
+    t = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
+    params = [t[k].requires_grad_(True) for k in case.wrt]
+    h = t["H"].reshape(case.out_shape)
+
+    def step():
+        grads = torch.autograd.grad(case.torch_forward(t), params, h)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(g, alpha=lr)
+
+    return step, params
+
+
+def torch_step_column(case, arrays, repeat, budget):
+    step, _ = torch_step(case, arrays)
+    return measure(wall_clock(step), repeat, budget)
+
+
 def numpy_column(case, arrays, ref, repeat, budget):
     _, saved = case.np_forward(arrays)
     h = arrays["H"]
@@ -278,13 +497,20 @@ def reference(case, arrays):
     return case.np_backward(a64, saved, a64["H"])
 
 
+def _pair(res):
+    return res if isinstance(res, tuple) else (res, res)
+
+
 def run_workload(name, case, opts, api, log):
     """One row per schedule: a dict of column -> Cell."""
+    from polyad.te.tensor import placeholders
+
     arrays = case.data(opts.seed)
     ref = reference(case, arrays)
     rep, budget = opts.repeat, opts.time_budget
     wl_budget = getattr(opts, "workload_budget", None)
     deadline = time.perf_counter() + wl_budget if wl_budget else None
+    backwards = tuple(getattr(opts, "backward", None) or BACKWARDS)
 
     def go(fn, *args):
         """attempt(), unless the workload has used up its time: then the cell says it was skipped."""
@@ -293,13 +519,16 @@ def run_workload(name, case, opts, api, log):
         return attempt(fn, *args)
 
     shared = {}
-    res = go(numpy_column, case, arrays, ref, rep, budget)
-    shared["numpy_ms"], shared["numpy_err"] = res if isinstance(res, tuple) else (res, res)
-    if opts.torch:
-        res = go(torch_column, case, arrays, ref, rep, budget)
-        shared["torch_ms"], shared["torch_err"] = res if isinstance(res, tuple) else (res, res)
-    else:
+    shared["numpy_ms"], shared["numpy_err"] = _pair(go(numpy_column, case, arrays, ref, rep, budget))
+    if not opts.torch:
         shared["torch_ms"] = shared["torch_err"] = Cell.missing("disabled (--no-torch)")
+    else:
+        shared["torch_ms"], shared["torch_err"] = _pair(go(torch_column, case, arrays, ref, rep, budget))
+    if not getattr(case, "training", False):
+        shared["torch_step_ms"] = Cell.missing(NOT_A_STEP)
+    else:
+        shared["torch_step_ms"] = go(torch_step_column, case, arrays, rep, budget) if opts.torch else \
+            Cell.missing("disabled (--no-torch)")
 
     # Graphs, once per workload: the forward TE, its gradient, the hand-written gradient.
     graphs = {}
@@ -310,39 +539,32 @@ def run_workload(name, case, opts, api, log):
 
     fwd = attempt(forward)
     if isinstance(fwd, Cell):
-        graphs["fwd"] = graphs["grad"] = fwd
-        diff = fwd
+        graphs["fwd"] = graphs["grad"] = diff = fwd
     else:
         ph, Y = fwd
-        graphs["fwd"] = [Y]
-        H = api.placeholder(Y.shape, dtype=Y.dtype, name="H")
+        graphs.update(fwd=[Y], ins=placeholders([Y]), wrt=[ph[n] for n in case.wrt])
+        graphs["H"] = H = api.placeholder(Y.shape, dtype=Y.dtype, name="H")
 
         def differentiate():
             t0 = time.perf_counter()
-            grads = list(api.differentiate(Y, [ph[n] for n in case.wrt], H))
+            grads = list(api.differentiate(Y, graphs["wrt"], H))
             return grads, Cell(time.perf_counter() - t0)
 
-        res = attempt(differentiate)
-        graphs["grad"], diff = res if isinstance(res, tuple) else (res, res)
-    hand = attempt(lambda: case.hand_te(case.placeholders()))
-    graphs["hand"] = hand
-    # what each backward is fed from the forward (computed once, fed under every schedule)
-    for key in ("grad", "hand"):
-        g = graphs[key]
-        graphs[key + "_res"] = g if isinstance(g, Cell) else attempt(graph_residuals, g)
-    residual_names = {}
-    for key, col in (("grad", "residuals"), ("hand", "hand_residuals")):
-        r = graphs[key + "_res"]
-        residual_names[col] = (", ".join(t.name for t in r) or "none") if isinstance(r, list) else f"n/a: {r.na}"
+        graphs["grad"], diff = _pair(attempt(differentiate))
+    graphs["hand"] = attempt(lambda: case.hand_te(case.placeholders()))
 
     rows = []
     for sched in opts.schedules:
-        row = {"workload": name, "schedule": sched, "diff_s": diff, **shared, **residual_names}
-        row.update(_polyad_row(graphs, arrays, ref, schedule_spec(sched), api, rep, budget, go))
+        row = {"workload": name, "schedule": sched, "diff_s": diff, **shared}
+        row.update(_polyad_row(case, graphs, arrays, ref, schedule_spec(sched), api, rep, budget, go, backwards))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
         row["vs_torch"] = ratio(row["bwd_ms"], row["torch_ms"], "bwd", "torch")
+        row["recompute_vs_torch"] = ratio(row["bwd_recompute_ms"], row["torch_ms"], "bwd recompute", "torch")
+        for key, step in (("step_vs_torch", "step_ms"), ("step_recompute_vs_torch", "step_recompute_ms")):
+            row[key] = Cell.missing(NOT_A_STEP) if row[step].na == NOT_A_STEP else \
+                ratio(row[step], row["torch_step_ms"], step.replace("_ms", "").replace("_", " "), "torch step")
         rows.append(row)
         log(_progress(row))
     return rows
@@ -359,41 +581,82 @@ def schedule_spec(name):
     return name
 
 
-def _polyad_row(graphs, arrays, ref, sched, api, rep, budget, go=attempt):
+def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, backwards=BACKWARDS):
+    """The polyad cells of one schedule: the forward, pa.vjp's backward, the recomputing backward, the
+    hand-written gradient (through the same vjp split), and for a training step both steps."""
     row = {}
 
-    def module(outputs, residuals=()):
-        if isinstance(outputs, Cell):
-            return outputs
-        if isinstance(residuals, Cell):
-            return residuals
-        return go(PolyadColumns, api, outputs, arrays, sched, residuals)
+    def failed(*cells):
+        return next((c for c in cells if isinstance(c, Cell)), None)
 
-    f = module(graphs["fwd"])
+    def not_measured():
+        return Cell.missing(f"not measured (--backward {' '.join(backwards)})")
+
+    def measured(cols, err_key):
+        """build / error / time cells of a VJPColumns or PolyadColumns (or its failure)."""
+        if isinstance(cols, Cell):
+            cells = dict.fromkeys(("build_cold_s", "build_warm_s", "err", "ms"), cols)
+        else:
+            cells = {"build_cold_s": Cell(cols.build_cold), "build_warm_s": go(cols.build_warm),
+                     "err": attempt(lambda: Cell(rel_error(cols.results(), ref))), "ms": go(cols.time, rep, budget)}
+        row[err_key] = cells["err"]
+        return cells
+
+    f = failed(graphs["fwd"]) or go(PolyadColumns, api, graphs["fwd"], graphs.get("ins"), arrays, sched)
     row["fwd_ms"] = f if isinstance(f, Cell) else go(f.time, rep, budget)
 
-    for key, prefix in (("grad", ""), ("hand", "hand_")):
-        # the backward fed with its residuals: what bwd ms, the errors and the build times are of
-        m = module(graphs[key], graphs.get(key + "_res", ()))
-        if isinstance(m, Cell):
-            cells = dict.fromkeys(("ms", "err", "build_cold_s", "build_warm_s"), m)
-        else:
-            cells = {
-                "build_cold_s": Cell(m.build_cold),
-                "build_warm_s": go(m.build_warm),
-                "err": attempt(lambda: Cell(rel_error(m.results(), ref))),
-                "ms": go(m.time, rep, budget),
-            }
-        row[prefix + ("bwd_ms" if not prefix else "ms")] = cells["ms"]
-        for k in ("err", "build_cold_s", "build_warm_s"):
-            row[prefix + k] = cells[k]
-        if key == "grad":
-            # the same gradient from (forward inputs, H) alone: it recomputes the forward it reads
-            if isinstance(m, PolyadColumns) and not m.residuals:
-                row["bwd_recompute_ms"] = cells["ms"]  # nothing to feed: the same module
-            else:
-                r = module(graphs[key])
-                row["bwd_recompute_ms"] = r if isinstance(r, Cell) else go(r.time, rep, budget)
+    # pa.vjp: its forward saves the residuals on the device, its backward (bwd ms) reads them
+    if "vjp" in backwards:
+        v = failed(graphs["fwd"], graphs["grad"]) or go(VJPColumns, lambda: api.vjp(
+            graphs["fwd"][0], graphs["ins"], graphs["wrt"], schedule=sched, save="reductions"), arrays)
+        cells = measured(v, "err")
+        row["bwd_ms"] = cells["ms"]
+        row["build_cold_s"], row["build_warm_s"] = cells["build_cold_s"], cells["build_warm_s"]
+        row["residuals"] = v.saved_names() if isinstance(v, VJPColumns) else f"n/a: {v.na}"
+    else:
+        v = None
+        for k in ("bwd_ms", "build_cold_s", "build_warm_s", "err"):
+            row[k] = not_measured()
+        row["residuals"] = "n/a: not measured"
+
+    # the same gradient built from (forward inputs, H) alone: it recomputes the forward it reads
+    if "recompute" in backwards:
+        r = failed(graphs["fwd"], graphs["grad"]) or go(
+            PolyadColumns, api, graphs["grad"], graphs["ins"] + [graphs["H"]], arrays, sched)
+        row["bwd_recompute_ms"] = measured(r, "recompute_err")["ms"]
+    else:
+        r = None
+        row["bwd_recompute_ms"] = row["recompute_err"] = not_measured()
+
+    # the hand-written gradient, split and fed as pa.vjp splits and feeds the autodiff one
+    def hand_vjp():
+        from polyad.te.tensor import placeholders
+
+        g = graphs["hand"]
+        (head,) = [p for p in placeholders(g) if p.name == "H"]
+        return api.vjp_from_gradients(g, [head], [p for p in placeholders(g) if p is not head],
+                                      schedule=sched, save="reductions")
+
+    h = failed(graphs["hand"]) or go(VJPColumns, hand_vjp, arrays)
+    cells = measured(h, "hand_err")
+    row["hand_ms"], row["hand_build_cold_s"], row["hand_build_warm_s"] = \
+        cells["ms"], cells["build_cold_s"], cells["build_warm_s"]
+    row["hand_residuals"] = h.saved_names() if isinstance(h, VJPColumns) else f"n/a: {h.na}"
+
+    # a training step: forward, backward, SGD update, with each backward
+    if not getattr(case, "training", False):
+        row["step_ms"] = row["step_recompute_ms"] = Cell.missing(NOT_A_STEP)
+        return row
+    update = failed(graphs["fwd"]) or go(sgd_update, api, graphs["wrt"], sched)
+    steps = {"step_ms": ("vjp", [v], lambda: vjp_passes(v.fwd, v.bwd)),
+             "step_recompute_ms": ("recompute", [f, r], lambda: recompute_passes(f.module, r.module))}
+    for key, (which, needs, passes) in steps.items():
+        if which not in backwards:
+            row[key] = not_measured()
+            continue
+        missing = failed(update, *needs)
+        s = missing or go(TrainingStep, passes(), update, graphs["ins"], graphs["wrt"], arrays)
+        row[key] = s if isinstance(s, Cell) else go(s.time, rep, budget)
     return row
 
 
@@ -401,9 +664,11 @@ def _progress(row):
     def f(c):
         return f"{c.value:.3g}" if c.ok else "n/a"
 
-    return (f"{row['workload']:>16} [{row['schedule']}] fwd {f(row['fwd_ms'])} ms, bwd {f(row['bwd_ms'])} ms "
+    step = "" if row["step_ms"].na == NOT_A_STEP else \
+        f"; step {f(row['step_ms'])} ms (recompute {f(row['step_recompute_ms'])}), torch step {f(row['torch_step_ms'])}"
+    return (f"{row['workload']:>16} [{row['schedule']}] fwd {f(row['fwd_ms'])} ms, bwd (vjp) {f(row['bwd_ms'])} ms "
             f"(recompute {f(row['bwd_recompute_ms'])} ms), hand TE {f(row['hand_ms'])} ms, "
-            f"numpy {f(row['numpy_ms'])} ms, torch {f(row['torch_ms'])} ms")
+            f"numpy {f(row['numpy_ms'])} ms, torch {f(row['torch_ms'])} ms{step}")
 
 
 # ----------------------------------------------------------------------------- machine
@@ -462,7 +727,8 @@ def _checkout_commit():
 # ----------------------------------------------------------------------------- the run
 
 def run(opts, api=None, log=None):
-    """Run the selected workloads; returns {"machine", "options", "rows"} (rows of Cells)."""
+    """Run the selected workloads; returns {"machine", "options", "backward" (what each measured backward is),
+    "rows"} (rows of Cells)."""
     from .workloads import WORKLOADS
 
     log = log or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -474,8 +740,10 @@ def run(opts, api=None, log=None):
         rows += run_workload(name, case, opts, api, log)
         log(f"{name:>16}: {time.perf_counter() - t0:.1f} s")
     options = {k: v for k, v in vars(opts).items() if k in (
-        "workloads", "schedules", "batch", "repeat", "time_budget", "workload_budget", "seed", "torch", "backend")}
-    return {"machine": machine_info(), "options": options, "rows": rows}
+        "workloads", "schedules", "backward", "batch", "repeat", "time_budget", "workload_budget", "seed", "torch",
+        "backend")}
+    backward = {b: BACKWARD_NAMES[b] for b in getattr(opts, "backward", None) or BACKWARDS}
+    return {"machine": machine_info(), "options": options, "backward": backward, "rows": rows}
 
 
 def to_json(result):
@@ -494,6 +762,10 @@ def add_arguments(p):
     p.add_argument("--schedule", "--schedules", dest="schedules", nargs="+", default=["naive"], metavar="SCHEDULE",
                    help="polyad schedules, one row each (naive, auto, auto@MODEL.json: auto on a recorded device "
                         "model, or a tuning-log path); default naive")
+    p.add_argument("--backward", nargs="+", default=list(BACKWARDS), choices=list(BACKWARDS), metavar="KIND",
+                   help="which polyad backwards to measure: vjp (pa.vjp's backward on the residuals its forward "
+                        "left on the device) and/or recompute (pa.build(pa.differentiate(...), inputs + [H]): "
+                        "recomputes the forward it reads); default both, side by side")
     p.add_argument("--batch", type=int, default=None,
                    help="replace the batch size of batched workloads (a reduced batch for quick runs)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement after a warm-up (median; >= 5 "

@@ -47,6 +47,8 @@ class Case:
     ``hand_te(ph)`` returns the hand-written gradients of ``wrt`` (``ph`` also holds "H");
     ``np_forward(a)`` -> (y, saved) and ``np_backward(a, saved, h)`` -> gradients, on arrays ``a``;
     ``torch_forward(t)`` -> y from torch tensors ``t`` (name -> tensor).
+    ``training``: Y is a loss and ``wrt`` the parameters: the runner also times a training step
+    (forward, backward, SGD update of ``wrt``).
     """
 
     name: str
@@ -60,6 +62,7 @@ class Case:
     torch_forward: Callable
     description: str = ""
     notes: list = field(default_factory=list)
+    training: bool = False
 
     def data(self, seed=0):
         """Inputs and the head H (float32), reproducible."""
@@ -354,7 +357,7 @@ def mlp_step(batch=128, sizes=(784, 512, 256, 10)):
     return Case(
         "mlp_step", [Input("X", (batch, sizes[0])), Input("labels", (batch,), "int32", ("labels", sizes[-1]))] + params,
         (), names, forward_te, hand_te, np_forward, np_backward, torch_forward,
-        f"{'-'.join(map(str, sizes))} MLP, relu, softmax cross-entropy, batch {batch}",
+        f"{'-'.join(map(str, sizes))} MLP, relu, softmax cross-entropy, batch {batch}", training=True,
     )
 
 
@@ -423,7 +426,7 @@ def lenet_step(batch=64, size=28, c1=6, c2=16, k=5, dense=(120, 84, 10)):
         [Input("X", (batch, 1, size, size)), Input("labels", (batch,), "int32", ("labels", dense[-1]))] + params,
         (), names, forward_te, hand_te, np_forward, np_backward, torch_forward,
         f"conv({c1},{k}x{k})+relu+maxpool2, conv({c2},{k}x{k})+relu+maxpool2, dense "
-        f"{'→'.join(map(str, sizes))}, batch {batch} of {size}x{size}, cross-entropy",
+        f"{'→'.join(map(str, sizes))}, batch {batch} of {size}x{size}, cross-entropy", training=True,
     )
 
 

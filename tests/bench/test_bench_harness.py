@@ -2,7 +2,6 @@
 
 import argparse
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,13 +10,14 @@ import polyad as pa
 from polyad.cli import main as polyad_main
 
 from polyad.bench import report, runner, workloads as wl
-from polyad.bench.runner import Cell
-from bench_fakes import fake_result
+from polyad.bench.runner import NOT_A_STEP, Cell
+from bench_fakes import SpyVJP, fake_result
 
 
 def _api(build=runner.EvaluateModule, differentiate=None):
-    return SimpleNamespace(placeholder=pa.placeholder, build=build,
-                           differentiate=differentiate or pa.differentiate)
+    api = runner.evaluate_api(build)
+    api.differentiate = differentiate or pa.differentiate
+    return api
 
 
 def _opts(**kw):
@@ -54,14 +54,17 @@ def test_row_with_a_working_backend(name):
             assert row[key].ok and row[key].value > 0, (key, row[key])
         for key in ("hand_err", "numpy_err", "torch_err"):
             assert row[key].ok and row[key].value < 1e-5, (key, row[key])
-        # autodiff (a colleague's, landing now): a correct number or a stated reason, never a crash
-        for key in ("fwd_ms", "bwd_ms", "bwd_recompute_ms", "err", "diff_s"):
-            assert row[key].ok or row[key].na, key
+        for key in ("fwd_ms", "bwd_ms", "bwd_recompute_ms", "build_cold_s", "build_warm_s", "diff_s"):
+            assert row[key].ok and row[key].value > 0, (key, row[key])
         assert (row["residuals"], row["hand_residuals"]) == RESIDUALS[name]
-        if row["residuals"] == "none":  # nothing to feed: one module, one figure
-            assert row["bwd_recompute_ms"] is row["bwd_ms"]
-        if row["err"].ok:
-            assert row["err"].value < 1e-4
+        assert row["err"].value < 1e-5 and row["recompute_err"].value < 1e-5
+        assert row["recompute_vs_torch"].value == pytest.approx(row["bwd_recompute_ms"].value / row["torch_ms"].value)
+        steps = ("step_ms", "step_recompute_ms", "torch_step_ms", "step_vs_torch", "step_recompute_vs_torch")
+        if name == "mlp_step":  # a training step: forward, backward, SGD update, each way
+            assert all(row[k].ok and row[k].value > 0 for k in steps), [row[k] for k in steps]
+            assert row["step_vs_torch"].value == pytest.approx(row["step_ms"].value / row["torch_step_ms"].value)
+        else:
+            assert all(row[k].na == NOT_A_STEP for k in steps)
         if row["bwd_ms"].ok and row["hand_ms"].ok:
             assert row["autodiff_over_hand"].value == pytest.approx(row["bwd_ms"].value / row["hand_ms"].value)
         else:
@@ -69,38 +72,45 @@ def test_row_with_a_working_backend(name):
         assert row["vs_numpy"].ok == row["bwd_ms"].ok
 
 
-def test_the_backward_is_fed_its_residuals_and_the_errors_come_from_the_fed_module():
-    builds = []
-
-    def build(outputs, inputs, schedule="naive"):
-        mod = runner.EvaluateModule(outputs, inputs, schedule)
-        fed = [t.name for t in inputs if not isinstance(t.op, pa.te.PlaceholderOp)]
-        builds.append(([t.name for t in outputs], fed))
-        if not fed:
-            return mod
-        # the fed backward gives 1% too much: the error columns must show it
-        return lambda *a: [g * 1.01 for g in mod(*a)] if len(outputs) > 1 else mod(*a) * 1.01
-
-    class Spy:
-        def __init__(self, outputs, inputs, schedule="naive"):
-            self.module = build(outputs, inputs, schedule)
-
-        def __call__(self, *a):
-            return self.module(*a)
-
-        def time(self, *a, repeat=1):
-            return runner.wall_clock(lambda: self(*a))(repeat)
-
-    (row,) = runner.run_workload("softmax", TINY["softmax"], _opts(torch=False), _api(build=Spy), lambda s: None)
-    fed = [f for _, f in builds if f]
-    assert ["dense", "softmax_max", "softmax_expsum", "softmax_max_argmax.v0"] in fed
-    assert ["dense", "softmax_max", "softmax_sum"] in fed
-    # forward, residuals forward + fed backward (autodiff), recompute, residuals forward + fed backward (hand),
-    # and one warm rebuild of each fed backward
-    assert [o for o, f in builds if not f][1] == ["dense", "softmax_max", "softmax_expsum", "softmax_max_argmax.v0"]
-    assert row["err"].value == pytest.approx(0.01, rel=1e-3) and row["hand_err"].value == pytest.approx(0.01, rel=1e-3)
+def test_bwd_ms_times_the_vjp_backward_on_the_residuals_its_forward_returned():
+    spy = SpyVJP(scale=1.01)  # pa.vjp's backward gives 1% too much: its error column must show it, no other
+    (row,) = runner.run_workload("softmax", TINY["softmax"], _opts(torch=False), spy.api, lambda s: None)
+    kinds = [k for k, _ in spy.calls]
+    # built (cold), its forward run once, the backward checked, rebuilt (warm), then timed (probe, runs)
+    assert kinds == ["vjp", "fwd", "vjp", "bwd", "bwd.time", "bwd.time"], kinds
+    assert spy.calls[0][1] == {"schedule": "naive", "save": "reductions"}
+    res = spy.calls[1][1]
+    assert all(r is res for k, r in spy.calls if k.startswith("bwd"))  # the forward's residuals, not recomputed
+    assert [t.name for t in res.tensors] == ["softmax", "dense", "softmax_max", "softmax_expsum",
+                                             "softmax_max_argmax.v0"]
+    assert row["residuals"] == "dense, softmax_max, softmax_expsum, softmax_max_argmax.v0"
+    assert row["err"].value == pytest.approx(0.01, rel=1e-3)
+    assert row["recompute_err"].value < 1e-6 and row["hand_err"].value < 1e-6
     assert row["bwd_ms"].ok and row["bwd_recompute_ms"].ok and row["bwd_recompute_ms"] is not row["bwd_ms"]
     assert row["bwd_over_fwd"].value == pytest.approx(row["bwd_ms"].value / row["fwd_ms"].value)
+
+
+def test_a_training_step_runs_forward_backward_and_the_update_with_each_backward():
+    spy = SpyVJP()
+    (row,) = runner.run_workload("mlp_step", TINY["mlp_step"], _opts(torch=False, repeat=3), spy.api, lambda s: None)
+    # the step's forward runs pa.vjp's forward and hands its residuals to the backward: once per step
+    # (a warm-up step, then 3), after bwd ms's forward, check, probe and timed runs
+    kinds = [k for k, _ in spy.calls]
+    assert kinds[6:] == ["fwd", "bwd"] * 4, kinds
+    assert all(spy.calls[i + 1][1] is spy.calls[i][1] for i in range(6, len(kinds), 2))
+    assert row["step_ms"].ok and row["step_recompute_ms"].ok
+    assert row["torch_step_ms"].na == "disabled (--no-torch)" and row["step_vs_torch"].na == "needs torch step"
+
+
+@pytest.mark.parametrize("backward", ["vjp", "recompute"])
+def test_backward_option_measures_one_backward(backward):
+    (row,) = runner.run_workload("mlp_step", TINY["mlp_step"], _opts(torch=False, backward=[backward]), _api(),
+                                 lambda s: None)
+    ran, skipped = ("bwd_ms", "bwd_recompute_ms") if backward == "vjp" else ("bwd_recompute_ms", "bwd_ms")
+    step_ran, step_skipped = ("step_ms", "step_recompute_ms") if backward == "vjp" else \
+        ("step_recompute_ms", "step_ms")
+    assert row[ran].ok and row[step_ran].ok and row["hand_ms"].ok
+    assert row[skipped].na == row[step_skipped].na == f"not measured (--backward {backward})"
 
 
 def test_every_failure_is_an_na_cell_not_a_crash():
@@ -114,6 +124,7 @@ def test_every_failure_is_an_na_cell_not_a_crash():
     assert row["hand_err"].na == "pa.build is being written"
     assert "no_such_op" in row["fwd_ms"].na and "no_such_op" in row["bwd_ms"].na
     assert "no_such_op" in row["bwd_recompute_ms"].na and row["residuals"].startswith("n/a: ")
+    assert row["step_ms"].na == row["step_vs_torch"].na == NOT_A_STEP
     assert row["torch_ms"].na == "disabled (--no-torch)"
     assert row["numpy_ms"].ok and row["numpy_err"].value < 1e-6
     assert row["bwd_over_fwd"].na == "needs bwd and fwd"
@@ -165,7 +176,13 @@ def test_markdown_and_json(tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| dense"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[:7] == ["dense", "naive", "1", "2.5*", "2.50", "7.25", "n/a: pa.build is being written; long long lo…"]
-    assert "bwd recompute ms" in header and "- dense: autodiff: dense, softmax_max; hand TE: none" in md
+    # which backward each column measured: pa.vjp's on saved residuals, or the one that recomputes the forward
+    assert "| bwd ms (vjp) |" in header and "| bwd ms (recompute) |" in header and "| vs torch (recompute) |" in header
+    assert "backward vjp (pa.vjp: bwd on the residuals its forward left on the device) and recompute (" in md
+    assert "- dense: autodiff: dense, softmax_max; hand TE: none" in md
+    step = next(line for line in md.splitlines() if line.startswith("| mlp_step"))
+    steps = [c.strip() for c in step.strip("|").split("|")][13:18]
+    assert steps == ["3", "6", "2", "1.50", "3.00"] and cells[13:18] == ["-"] * 5  # dense is no training step
     assert "5.0e-03 (!)" in row and "Test CPU" in md and "3 runs (x)" in md
     assert "- pa.build is being written; long" in md  # the full reason, below the table
     paths = report.write(res, tmp_path, plot=False)
@@ -173,6 +190,7 @@ def test_markdown_and_json(tmp_path):
     data = json.loads(paths[1].read_text())
     assert data["rows"][0]["bwd_ms"] == {"value": 2.5, "na": None, "note": "3 runs (x)"}
     assert data["rows"][0]["hand_ms"]["na"].startswith("pa.build is being written")
+    assert data["options"]["backward"] == ["vjp", "recompute"] and data["backward"]["vjp"].startswith("vjp (pa.vjp")
     assert paths[0].read_text() == md
 
 

@@ -53,8 +53,12 @@ def test_the_page_has_the_table_the_notes_and_embedded_plots(tmp_path):
     text = paths[-1].read_text(encoding="utf-8")
     page = _parse(text)
     assert page.header == [h for _, h, _ in report.COLUMNS]
-    (row,) = page.rows
+    # the page says which backward each column measured
+    assert page.header[3:6] == ["bwd ms (vjp)", "bwd/fwd (vjp)", "bwd ms (recompute)"]
+    assert "backward vjp (pa.vjp: bwd on the residuals its forward left on the device) and recompute" in text
+    row, step = page.rows
     assert row[:7] == ["dense", "naive", "1", "2.5*", "2.50", "7.25", "n/a: pa.build is being written; long long lo…"]
+    assert row[13] == "-" and step[13:15] == ["3", "6"]  # dense is no training step
     assert 'title="pa.build is being written; long' in text  # the full n/a reason on hover
     assert "5.0e-03 (!)" in row and '<td class="num flag">5.0e-03 (!)</td>' in text
     assert "Full n/a reasons" in text and "3 runs (x)" in text and "Test CPU" in text
