@@ -1,4 +1,5 @@
-"""The auto schedules of every benchmark workload (tiny shapes, both recorded device models) stay as recorded.
+"""The auto schedules of every benchmark workload (tiny shapes, both recorded device models) stay as recorded;
+each stage's choice is the model's argmin over the space's candidates; the rules' table.
 
 tests/data/auto_golden.json holds each graph's decisions (stages' tiles, vectors, unrolls; inline; rfactor;
 pad), written by tests/schedule/auto_golden.py.  A change meant to move auto's choices rewrites it
@@ -11,11 +12,18 @@ import sys
 
 import pytest
 
+from polyad.schedule import DeviceModel, StageSchedule
+from polyad.schedule import auto as auto_mod
+from polyad.schedule.auto import auto_schedule, candidate_space, stage_cost
+from polyad.schedule.graph import stage_ops, uniquely_named
+from polyad.schedule.space import RULE, RULES, graph_decisions, stage_space
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import auto_golden  # noqa: E402
 
 GOLDEN = json.loads(auto_golden.GOLDEN.read_text())
-TINY = auto_golden.tiny_shapes()
+TINY = auto_golden.TINY
+MODELS = {m: DeviceModel.load(auto_golden.DEVICES / f"{m}.json") for m in auto_golden.MODELS}
 
 
 @pytest.mark.parametrize("model", auto_golden.MODELS)
@@ -23,3 +31,81 @@ TINY = auto_golden.tiny_shapes()
 def test_auto_schedules_are_the_recorded_ones(model, name):
     got = auto_golden.record({name: TINY[name]}, models=(model,))[model][name]
     assert got == GOLDEN[model][name]
+
+
+@pytest.mark.parametrize("model", auto_golden.MODELS)
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_each_stage_choice_is_the_models_argmin_over_the_space(model, name, monkeypatch):
+    dm = MODELS[model]
+    graphs = auto_golden.graphs(name, TINY[name])
+    scheds = [auto_schedule(outs, device=dm) for _, outs in graphs]
+
+    def no_auto(*a, **k):
+        raise AssertionError("candidate_space must not run auto_schedule")
+
+    monkeypatch.setattr(auto_mod, "auto_schedule", no_auto)
+    for (kind, outs), s in zip(graphs, scheds):
+        space = candidate_space(outs, device=dm)
+        g = graph_decisions(uniquely_named(outs), dm)
+        assert (g.inline, g.rfactor, g.pad) == (s.inline, s.rfactor, s.pad)
+        materialised = {op.name for op in stage_ops(g.outputs)[0] if op.name not in s.inline}
+        assert set(space.stages) == materialised, kind
+        assert set(s.stages) <= materialised
+        for n in materialised:
+            chosen = s.stages.get(n, StageSchedule())
+            ranked = space.ranked(n)
+            assert chosen in space.stages[n], (kind, n, chosen)
+            info = g.infos[n]
+            if n in s.stages:
+                assert chosen in ranked, (kind, n, chosen)
+                floor = min(stage_cost(info, ss, dm) for ss in ranked)
+                assert stage_cost(info, chosen, dm) <= floor * 1.03 + 1e-6, (kind, n)
+        for n, spec in s.rfactor.items():
+            assert spec in space.rfactor[n], (kind, n, spec)
+        assert set(s.inline) <= set(space.inline) and set(s.pad) <= set(space.pad)
+
+
+def test_the_rules_table():
+    names = [r.name for r in RULES]
+    assert len(names) == len(set(names)) and set(RULE) == set(names)
+    for r in RULES:
+        assert r.level in ("graph", "stage", "search"), r.name
+        assert isinstance(r.measured, str) and len(r.measured.strip()) > 20, r.name
+        assert r.does.strip(), r.name
+        if r.level == "graph":
+            assert r.target in ("pad", "rfactor", "inline"), r.name
+        if r.note is not None:
+            assert r.limit is not None and r.propose is not None, r.name
+    # the constants the code reads are the table's
+    assert auto_mod.INLINE_MAX_DEPTH == RULE["inline_caps"].constants["max_depth"] == 512
+    assert auto_mod.INLINE_MAX_SIZE == RULE["inline_caps"].constants["max_size"] == 2048
+    assert RULE["rfactor_rows"].constants["max_points"] == 4096
+    assert RULE["pad_clipped_sums"].constants["max_extra"] == 1.5
+    # the former bypasses are rules now
+    assert {"padded_rows", "row_partials", "lane_partials", "tuple_reducers"} <= set(names)
+
+
+def _conv_grads(size=18):
+    return dict(auto_golden.graphs("conv2d_3x3", dict(TINY["conv2d_3x3"], batch=1, size=size)))["bwd"]
+
+
+def test_stage_space_names_the_rule_of_each_candidate():
+    dm = MODELS["zen5-former-constants"]
+    grads = _conv_grads(size=28)  # the padded data gradient's rows (28) split into float4: padded_rows decides
+    g = graph_decisions(uniquely_named(grads), dm)
+    seen, decided = set(), {}
+    for op in stage_ops(g.outputs)[0]:
+        if op.name in g.inline:
+            continue
+        sp = stage_space(op, dm, g, g.infos[op.name])
+        assert sp.candidates and all(c.rule in RULE or "+" in c.rule for c in sp.candidates)
+        assert len({c.schedule for c in sp.candidates}) == len(sp.candidates)  # no schedule twice
+        seen |= {c.rule for c in sp.candidates}
+        decided[op.name] = sp.decided
+        fast = stage_space(op, dm, g, g.infos[op.name], ranked_only=True)
+        assert [c.schedule for c in fast.candidates] == sp.ranked() and fast.decided == sp.decided
+        if sp.decided:
+            assert len(sp.ranked()) == 1 and sp.ranked()[0].tile  # the rule's measured block, ranked alone
+    assert {"grid", "lane_partials", "padded_rows", "channel_tiles", "more_unrolls"} <= seen
+    assert decided == {"d_W_from_conv2d_rf": "lane_partials", "d_X_from_conv2d": "padded_rows",
+                       "d_W_from_conv2d": None, "H_pad": None}

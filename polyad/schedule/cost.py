@@ -1,0 +1,426 @@
+"""The cost model: what a stage is (isl counts) and what a schedule of it costs on a device.
+
+Halide's Adams2019 split: features of a stage, read once off its polyhedral statements, then a model
+over (features, schedule, device).  The model is a roofline per block of ``tile`` outputs with
+``v``-lane vectors and ``u``-fold unrolling::
+
+    t = max(flops / (rate(v) * ilp),  cache bytes / cache_bw + DRAM bytes / dram_bw,  loads / load_rate)
+        / busy + launch
+
+``ilp``: independent accumulators (``tile / v``) against the device's FMA slots; ``cache bytes``: the
+elements each block reads per reduction step (a read reused along a tiled dimension is loaded once per
+block); ``busy``: blocks against the work-items that keep the device busy.  Blocks that are not full
+tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is the whole box)
+run codegen's naive loops and cost what those cost; on strided domains only stride-cell blocks fix each
+lane's bounds.  It ranks schedules; it does not predict times.  :func:`stage_features` flattens a
+(stage, schedule) pair and the model's terms into numbers for a learned model.
+"""
+
+import math
+from dataclasses import dataclass
+
+from ..te.expr import Call, Const, Load
+from ..te.visit import post_order
+from ..poly.estimate import statement_cost
+from ..poly.stage import statements_of
+from . import StageSchedule
+
+__all__ = ["StageInfo", "stage_info", "full_fraction", "stage_cost", "stage_features", "FEATURES",
+           "STRIDED_NAIVE", "PARTIAL_PENALTY"]
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """What the model reads off a stage (:func:`stage_info`): isl counts, reads, regions, strides.
+
+    :param name: the stage's name.
+    :param shape: its output shape.
+    :param iterations: isl count of its statement instances.
+    :param flops: its arithmetic operations, counted per instance.
+    :param reduction: True when a statement reduces.
+    :param itemsize: bytes per output element.
+    :param loads: per distinct read: (frozenset of the output dimensions its indices use, contiguous along the
+        last dimension).
+    :param regions: per statement: (iterations, interior intervals or None, output intervals).
+    :param simple: no tuple/custom combiner (those reduce through selects, lane by lane).
+    :param shared: fraction of reduction iterations a point shares with its neighbour along the last dimension.
+    :param strided: a reduction bound or a compared index divides an output index (a strided convolution's dX).
+    :param strides: per output dimension, the largest such divisor (1: none).
+    :param vectors: False for a stage with a bool output (OpenCL has no bool vectors).
+    """
+
+    name: str
+    shape: tuple
+    iterations: int  # isl count of the statement instances
+    flops: int
+    reduction: bool
+    itemsize: int
+    loads: tuple  # per distinct Load: (frozenset of output dims its indices use, contiguous in the last dim)
+    regions: tuple = ()  # per statement: (iterations, interior intervals or None, output intervals)
+    simple: bool = True  # no tuple/custom combiner (those reduce through selects, lane by lane)
+    shared: float = 1.0  # fraction of reduction iterations a point shares with its neighbour along the last dim
+    strided: bool = False  # a reduction bound has a coefficient other than +-1 (a strided convolution's dX)
+    strides: tuple = ()  # per output dimension, the largest such coefficient in its constraints (1: none)
+    vectors: bool = True  # False for a stage with a bool output: OpenCL has no bool vectors
+
+
+def _strides(st):
+    """Per output dimension, the largest coefficient of a reduction variable in a constraint that also
+    bounds the dimension (``0 <= x + 1 - 3*ow <= 4``: 3 for x); each point's reduction bounds are then
+    floor divisions of its index."""
+    import islpy as isl
+
+    n, m = st.n_out, len(st.vars) - st.n_out
+    out = [1] * n
+    for b in st.domain.get_basic_sets():
+        for c in b.get_constraints():
+            red = max((abs(c.get_coefficient_val(isl.dim_type.set, k).to_python()) for k in range(n, n + m)),
+                      default=0)
+            if red > 1:
+                for d in range(n):
+                    if c.get_coefficient_val(isl.dim_type.set, d).to_python() != 0:
+                        out[d] = max(out[d], red)
+    return out
+
+
+def _lane_shared(st):
+    """Fraction of a statement's iterations (out, red) whose reduction point ``red`` is also one of the
+    next point's (out + 1 along the last dimension): what ragged vector groups can run as vectors.
+    A stride-1 convolution's data gradient shares almost all; a stride-3 one, none."""
+    import islpy as isl
+
+    from ..poly.convert import count
+
+    n, m = st.n_out, len(st.vars) - st.n_out
+    if n == 0 or m == 0:
+        return None
+    D = st.domain.reset_tuple_id()
+    names = [f"d{i}" for i in range(n + m)]
+    moved = list(names)
+    moved[n - 1] = f"d{n - 1} - 1"
+    T = isl.Map("{ [" + ", ".join(names) + "] -> [" + ", ".join(moved) + "] }")
+    total = count(D)
+    if not total:
+        return None
+    return count(D.apply(T).intersect(D)) / total
+
+
+def _regions(st):
+    """(interior, outer) per-dimension intervals of a statement's output points.
+
+    codegen runs a block through the fast (unrolled, vector) path only when it
+    is a full tile: all its points in the statement's output domain, all with
+    the same reduction points.  ``interior`` bounds the points whose
+    reduction slice is the whole reduction box (None: no such point); blocks
+    outside it take the naive path.
+    """
+    import islpy as isl
+
+    from ..poly.convert import bounds
+
+    n, m = st.n_out, len(st.vars) - st.n_out
+    D = st.domain.reset_tuple_id()
+    if D.is_empty() or n == 0:
+        return None, None
+    O = D.project_out(isl.dim_type.set, n, m)
+    if m:
+        bb = bounds(D)[n:]
+        names = [f"d{i}" for i in range(n + m)]
+        R = isl.Set("{ [" + ", ".join(names) + "] : " + " and ".join(
+            f"{lo} <= {names[n + k]} <= {hi}" for k, (lo, hi) in enumerate(bb)) + " }")
+        full = O.insert_dims(isl.dim_type.set, n, m).intersect(R)
+        U = O.subtract(full.subtract(D).project_out(isl.dim_type.set, n, m))
+    else:
+        U = O
+    return (None if U.is_empty() else tuple(bounds(U))), tuple(bounds(O))
+
+
+def full_fraction(info, tile):
+    """The fraction of a stage's iterations in full tiles of ``tile`` (the rest runs naive loops).
+
+    :param info: the stage's :class:`StageInfo`.
+    :param tile: the block, one size per output dimension (None or empty: 1.0).
+    :returns: a float in [0, 1].
+    """
+    if not tile:
+        return 1.0
+    if not info.regions:  # a box: only the blocks cut by the upper bounds are partial
+        return math.prod((n // t) * t / n for n, t in zip(info.shape, tile))
+    tot = full = 0
+    for w, inner, outer in info.regions:
+        tot += w
+        if inner is None:
+            continue
+        f = 1.0
+        for (a, b), (lo, hi), t in zip(inner, outer, tile):
+            blocks = max(0, (b + 1) // t - (-(-a // t)))
+            f *= min(1.0, blocks * t / max(1, hi - lo + 1))
+        full += w * f
+    return full / tot if tot else 1.0
+
+
+def _contiguous(index, var):
+    """True if ``index`` is ``var`` plus something free of ``var`` (unit stride)."""
+    if index is var:
+        return True
+    if isinstance(index, Call) and index.op in ("add", "sub") and len(index.args) == 2:
+        a, b = index.args
+        if a is var or (_contiguous(a, var) and not _uses(b, var)):
+            return not _uses(b, var)
+        if index.op == "add" and (b is var or _contiguous(b, var)):
+            return not _uses(a, var)
+    return False
+
+
+def _uses(e, var):
+    return any(n is var for n in post_order(e))
+
+
+def stage_info(op):
+    """The :class:`StageInfo` of a computed stage (isl counts of its statements; deterministic).
+
+    :param op: a ``ComputeOp`` or polyhedral stage.
+    :returns: its :class:`StageInfo`.
+    """
+    import numpy as np
+
+    it = fl = 0
+    loads, red, regions, plain, shared, strides = [], False, [], True, [], []
+    simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
+    for st in statements_of(op):
+        i, f = statement_cost(st)
+        it += i
+        fl += f
+        if not simple:
+            inner, outer = _regions(st)
+            if outer is not None:
+                regions.append((i, inner, outer))
+            if st.combiner is not None:
+                strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, _strides(st))]
+            sh = _lane_shared(st) if st.combiner is not None else None
+            if sh is not None:
+                shared.append((i, sh))
+        divs = _divisors(st)
+        if divs:
+            strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, divs)]
+        red |= st.combiner is not None
+        plain &= st.combiner is None or st.combiner.kind() is not None
+        outs = st.out_vars
+        for n in post_order(tuple(st.values)):
+            if isinstance(n, Load):
+                used = frozenset(d for d, v in enumerate(outs) if any(_uses(ix, v) for ix in n.indices))
+                last = outs[-1] if outs else None
+                contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
+                    _uses(ix, last) for ix in n.indices[:-1])
+                loads.append((used, contig))
+    info = StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize,
+                     tuple(loads), tuple(regions), plain,
+                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0)
+    # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
+    # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
+    import dataclasses
+
+    if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
+        info = dataclasses.replace(info, strided=True, strides=tuple(strides))
+    if any(op.output_dtype(i) == "bool" for i in range(op.num_outputs)):
+        info = dataclasses.replace(info, vectors=False)
+    return info
+
+
+def _divisors(st):
+    """Per output dimension, the largest constant it is floor-divided by in the statement's indices (a
+    2x2/2 pool's gradient reads argmax[i // 2]); None if none."""
+    outs = st.out_vars
+    out = [1] * len(outs)
+    # only divisions whose results are compared or computed with (the pool's argmax test i % 2 == ...):
+    # divided read indices alone (an avg-pool gradient's H[i // 2]) measured fastest as naive loops
+    in_index = {id(m) for n in post_order(tuple(st.values)) if isinstance(n, Load)
+                for m in post_order(tuple(n.indices))}
+    for n in post_order(tuple(st.values)):
+        if id(n) in in_index:
+            continue
+        if isinstance(n, Call) and n.op in ("floordiv", "floormod") and isinstance(n.args[1], Const):
+            c = int(n.args[1].value)
+            if c > 1:
+                for d, v in enumerate(outs):
+                    if _uses(n.args[0], v):
+                        out[d] = max(out[d], c)
+    return out if any(x > 1 for x in out) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+# ---------------------------------------------------------------------------------------------
+def stage_cost(info, ss, dm):
+    """Estimated seconds of one stage under ``ss`` on ``dm`` (a model: it ranks, it does not predict).
+
+    Blocks that are not full tiles run the naive loops: their share costs what the naive schedule costs.
+
+    :param info: the stage's :class:`StageInfo`.
+    :param ss: the :class:`~polyad.schedule.StageSchedule` (its ``local_size``, ``grid_dims`` and ``phase`` are
+        not modelled).
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :returns: seconds, a float.
+    """
+    if info.strided:
+        # measured (conv2d 5x5 stride 3 dX, 2x2/2 max-pool dX): a block of exactly one stride cell along the
+        # strided dimensions fixes each lane's reduction bounds (conv dX 35 -> 18 ms, pool dX ~30 -> ~6 ms);
+        # the naive loops and any other block evaluate floor-division bounds per point (2x the model)
+        # (scalar: 1x1x2x2/float2 blocks of the pool gradient measured 1.6x slower than scalar ones)
+        if ss.tile and ss.vectorize == 1 and all(t == s for t, s in zip(ss.tile, info.strides) if s > 1):
+            return _blocked_cost(info, ss, dm)
+        return STRIDED_NAIVE * _unstrided_cost(info, ss, dm)
+    return _unstrided_cost(info, ss, dm)
+
+
+# measured: conv2d 5x5 stride 3 dX 35 ms naive against 18 ms in stride-cell blocks, 2x2/2 max-pool dX ~30 ms
+# against ~6 ms: a strided stage costs this many times the model outside stride-cell blocks
+STRIDED_NAIVE = 2.0
+
+
+def _unstrided_cost(info, ss, dm):
+    frac = full_fraction(info, ss.tile) if ss.tile else 1.0
+    t = _blocked_cost(info, ss, dm)
+    if frac < 1.0:
+        # measured: on strided domains (conv2d 5x5 stride 3 and dilated dX) the per-point loops of partial
+        # blocks run 1.4-1.5x slower than the naive schedule's (per-point floor-division bounds, guards, no
+        # unrolling); elsewhere (boxes' edge blocks, stride-1 convolution borders) as fast as naive loops
+        pen = PARTIAL_PENALTY if info.strided else 1.0
+        naive = pen * _blocked_cost(info, StageSchedule(unroll=1 if info.strided else ss.unroll), dm)
+        # codegen's ragged vector groups run the vector update over the reduction points their lanes share
+        # (V lanes share about 1 - (V - 1) * (1 - shared) of them); measured, that pays only where most
+        # points have the whole reduction box (conv2d 3x3 dX: float8 blocks 2x faster than scalar ones),
+        # not on a stride-3 data gradient, where no point has it (vector blocks 1.6-2.5x slower than naive)
+        lanes = 0.0
+        if ss.vectorize > 1 and info.regions:
+            q = full_fraction(info, (1,) * len(info.shape))
+            lanes = max(0.0, 1.0 - (ss.vectorize - 1) * (1.0 - info.shared)) * min(1.0, q / 0.5)
+        t = frac * t + (1.0 - frac) * (lanes * t + (1.0 - lanes) * naive)
+        return t
+    return t
+
+
+# measured: partial blocks of strided domains (conv2d 5x5 stride 3 and dilated dX) run per-point loops
+# 1.4-1.5x slower than the naive schedule's (conv2d_5x5_s3 bwd 66.8 ms tiled, 45 ms when charged so)
+PARTIAL_PENALTY = 1.4
+
+
+def _rate(vec, dm):
+    """FLOP/s of a block's multiply-add chains at ``vec`` lanes: the device's measured rate at that width
+    (scalar where it lacks the width)."""
+    return dm.gflops_at(vec if vec <= dm.vector_width else 1) * 1e9
+
+
+class _Terms:
+    """The roofline terms of a block (:func:`_terms`)."""
+
+    __slots__ = ("compute", "mem", "loads", "busy", "red", "blocks", "acc", "live")
+
+    def __init__(self, compute, mem, loads, busy, red, blocks, acc, live):
+        self.compute, self.mem, self.loads, self.busy = compute, mem, loads, busy
+        self.red, self.blocks, self.acc, self.live = red, blocks, acc, live
+
+
+def _terms(info, ss, dm):
+    rank = len(info.shape)
+    tile = ss.tile or (1,) * rank
+    points = max(1, math.prod(info.shape))
+    block = max(1, math.prod(tile))
+    blocks = math.prod(-(-s // t) for s, t in zip(info.shape, tile)) if rank else 1
+    red = max(1.0, info.iterations / points)
+    vec = ss.vectorize
+    acc = max(1, block // vec)  # independent (vector) accumulators per work-item
+    # LLVM overlaps a few iterations of a single accumulator chain: at least 3 in flight
+    # (a reduction of one point per output, such as a stride-2 2x2 pool's gradient, has no chain)
+    ilp = min(1.0, max(acc, 3) / dm.fma_slots) if info.reduction and red >= 2 else 1.0
+    # select-based combiners run lane by lane: vectors do not speed them up; gathered operands cost a
+    # scalar load per lane (below), not a slower chain (measured, softmax's dense recompute X.W^T along j:
+    # 6x32/float16 blocks 2x faster than 6x8/float4)
+    compute = info.flops / (_rate(1 if not info.simple else vec, dm) * ilp)
+    live = acc + (tile[-2] if rank >= 2 else 1) + (max(1, tile[-1] // vec) if rank else 1)
+    if live > dm.registers:
+        compute *= 1 + (live - dm.registers) / 4  # spills
+    # loads per reduction step of a block: elements of each read that the block touches
+    per_step = issue = 0.0  # elements a block reads per reduction step; load instructions it issues
+    for used, contig in info.loads:
+        n = math.prod(tile[d] for d in used) if used else 1
+        per_step += n
+        if vec > 1 and rank - 1 in used:
+            issue += n / vec if contig else n  # vloadN, or a scalar load per gathered lane
+        else:
+            issue += n  # scalar loads and broadcasts
+    steps = info.iterations / block
+    cache_bytes = steps * per_step * info.itemsize
+    dram_bytes = points * info.itemsize * (1 + len(info.loads))
+    mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9)
+    loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
+    busy = min(blocks, dm.min_parallel) / dm.min_parallel
+    return _Terms(compute, mem, loads, busy, red, blocks, acc, live)
+
+
+def _blocked_cost(info, ss, dm):
+    k = _terms(info, ss, dm)
+    t = max(k.compute, k.mem, k.loads)
+    if ss.unroll > 1 and info.reduction:
+        t *= 0.97 if k.red >= 4 * ss.unroll else 1.1
+    t /= max(k.busy, 1e-3)
+    return t + dm.launch_s
+
+
+# ---------------------------------------------------------------------------------------------
+# features for a learned model
+# ---------------------------------------------------------------------------------------------
+FEATURES = (
+    # the stage (isl counts)
+    "points", "rank", "extent_inner", "extent_outer", "iterations", "reduction_per_point", "flops",
+    "flops_per_iteration", "itemsize", "reduction", "simple", "vectors", "loads", "loads_contiguous",
+    "loads_gathered", "loads_broadcast", "regions", "interior_fraction", "shared", "strided", "max_stride",
+    # the schedule
+    "tile_inner", "tile_outer", "tile_product", "vectorize", "unroll", "local_size", "phases", "blocks",
+    "accumulators", "live_registers", "full_fraction", "stride_cell",
+    # the model's terms (seconds; busy: the fraction of min_parallel the blocks fill)
+    "compute_s", "mem_s", "loads_s", "busy", "naive_s", "cost_s",
+)
+
+
+def stage_features(info, ss, dm):
+    """A flat numeric feature vector of a stage under a schedule, for a learned cost model.
+
+    Always the keys of :data:`FEATURES`, in that order, every value a float; deterministic, and cheap (no isl
+    call: ``info`` holds the counts).  The stage's part: output points, rank, innermost two extents,
+    iterations, reduction iterations per point, flops (and per iteration), item size, reduction / simple
+    combiner / vectorisable (0 or 1), reads (all, contiguous along the last dimension, gathered along it, not
+    using it), statements with regions, the fraction of iterations whose reduction is the whole box
+    (``interior_fraction``), lane sharing, strided (0 or 1) and the largest stride.  The schedule's part: the
+    innermost two tile sizes and the block's size, vector width, unroll, work-group size (0: the
+    implementation's), phases (the product of ``phase``'s strides), blocks, vector accumulators and live
+    vector registers, the fraction of iterations in full tiles, and whether the block is one stride cell.
+    The model's part (:func:`stage_cost`): the block's compute, memory and load-issue times at full-tile
+    speed, its busy fraction, the naive schedule's cost and the schedule's.
+
+    :param info: the stage's :class:`StageInfo`.
+    :param ss: the :class:`~polyad.schedule.StageSchedule`.
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :returns: ``{name: float}`` with the keys of :data:`FEATURES`.
+    """
+    rank = len(info.shape)
+    tile = ss.tile or (1,) * rank
+    points = max(1, math.prod(info.shape))
+    k = _terms(info, ss, dm)
+    strides = info.strides or (1,) * rank
+    gathered = sum(1 for used, contig in info.loads if rank - 1 in used and not contig)
+    contiguous = sum(1 for used, contig in info.loads if rank - 1 in used and contig)
+    cell = bool(ss.tile) and info.strided and all(t == s for t, s in zip(ss.tile, strides) if s > 1)
+    values = (
+        points, rank, info.shape[-1] if rank else 1, info.shape[-2] if rank >= 2 else 1, info.iterations,
+        info.iterations / points, info.flops, info.flops / max(1, info.iterations), info.itemsize,
+        info.reduction, info.simple, info.vectors, len(info.loads), contiguous, gathered,
+        len(info.loads) - contiguous - gathered, len(info.regions),
+        full_fraction(info, (1,) * rank), info.shared, info.strided, max(strides, default=1),
+        tile[-1] if rank else 1, tile[-2] if rank >= 2 else 1, math.prod(tile), ss.vectorize, ss.unroll,
+        math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
+        k.acc, k.live,
+        full_fraction(info, ss.tile) if ss.tile else 1.0, cell,
+        k.compute, k.mem, k.loads, k.busy, stage_cost(info, StageSchedule(), dm), stage_cost(info, ss, dm),
+    )
+    return {n: float(v) for n, v in zip(FEATURES, values)}

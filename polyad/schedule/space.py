@@ -1,0 +1,1094 @@
+"""The search space as data: graph decisions and per-stage candidates, each from a named, measured rule.
+
+As in TVM's auto_scheduler and meta_schedule, the space is apart from the cost model and the search.  A
+:class:`Rule` proposes candidates, limits the ones the model ranks, or varies them; the constants of every
+heuristic and the measurement they came from sit in :data:`RULES`, one table.  The space S of a stage is
+the union of the proposals; the model ranks R, a subset of S, and ``auto_schedule`` takes argmin_{s in R} of
+:func:`~polyad.schedule.cost.stage_cost`.  R leaves out what the model is known to misjudge: where a rule
+measured a block it ranks below worse ones, R is that block alone; shapes it was never fitted on (whole
+rows, channel tiles off padded stages, unroll 16, work-group sizes it has no term for) stay in S for the
+tuner, which measures.
+
+Graph level, in order: pad clipped sums (every block becomes full), rfactor small or row-shaped
+reductions, inline what is evaluated at most once per point (Li et al. 2018), within caps on a
+kernel's expression.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable
+
+from ..errors import ScheduleError
+from ..te.expr import Call, Load, Reduce
+from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
+from ..te.visit import post_order
+from . import RFactor, Schedule, StageSchedule
+from .cost import _contiguous, _rate, _uses, stage_info
+from .graph import (_interleavable, _reduction_form, apply_graph_schedule, inlinable, inline, pad_reads, paddable,
+                    rfactor, stage_ops, uniquely_named)
+from .model import DeviceModel
+
+__all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
+           "given_graph", "stage_space", "stage_candidates", "candidate_space", "INLINE_MAX_DEPTH", "INLINE_MAX_SIZE"]
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """A measured heuristic: what it proposes or limits, its constants, and where they come from.
+
+    Graph rules (``level="graph"``) decide a ``target`` (``"pad"``, ``"rfactor"`` or ``"inline"``): the first
+    rule of the table whose ``propose(op, info, dm)`` returns ``[(decision, note), ...]`` decides the stage.
+    Stage rules (``level="stage"``) see ``(op, info, dm, graph)`` (``graph`` a :class:`GraphChoice`):
+    ``propose`` returns stage schedules (``ranked`` says whether the model ranks them; None: it does),
+    ``limit(op, info, dm, graph, cands, ranked)`` returns the candidates the model ranks, ``vary(op, info, dm,
+    ss, mine_only)`` returns ``[(variant, ranked)]`` of one candidate (with ``mine_only``, the ranked one
+    alone), and ``note`` (rules whose ``limit`` keeps only their own blocks) says why.  Search rules (``level="search"``) hold the argmin's tie-breaking constants.
+
+    :param name: its name (what notes and the tuner's logs call it).
+    :param level: ``"graph"``, ``"stage"`` or ``"search"``.
+    :param does: what it does, in a line.
+    :param constants: its constants by name.
+    :param measured: the measurement its constants came from (or why there is none).
+    :param target: graph rules: the decision they make.
+    :param applies: stage rules: ``(op, info, dm, graph) -> bool`` (None: always).
+    :param propose: graph or stage proposals (above).
+    :param ranked: stage rules: ``(op, info, dm, graph) -> bool``, whether the model ranks the proposals.
+    :param limit: stage rules: the candidates the model ranks (above).
+    :param vary: stage rules: variants of a candidate (above).
+    :param note: stage rules that decide: ``(op, info, dm) -> str``.
+    """
+
+    name: str
+    level: str
+    does: str
+    constants: MappingProxyType
+    measured: str
+    target: str = None
+    applies: Callable = None
+    propose: Callable = None
+    ranked: Callable = None
+    limit: Callable = None
+    vary: Callable = None
+    note: Callable = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "constants", MappingProxyType(dict(self.constants)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A stage schedule of the space and the rule that proposed it.
+
+    :param schedule: the :class:`~polyad.schedule.StageSchedule`.
+    :param rule: the name of the rule that proposed it (``base+gpu_local_sizes`` for a work-group variant).
+    :param ranked: whether the cost model ranks it (False: a rule keeps the model off it; the tuner measures it).
+    """
+
+    schedule: StageSchedule
+    rule: str
+    ranked: bool = True
+
+
+@dataclass(frozen=True)
+class StageSpace:
+    """A stage's candidates (in the order the argmin breaks ties by) and the rule that decided, if one did.
+
+    :param name: the stage's name.
+    :param candidates: a tuple of :class:`Candidate`.
+    :param decided: the rule whose measured block the model ranks alone (None: the model ranks the grid).
+    """
+
+    name: str
+    candidates: tuple
+    decided: str = None
+
+    def ranked(self):
+        """The schedules the model ranks, in order.
+
+        :returns: a list of :class:`~polyad.schedule.StageSchedule`.
+        """
+        return [c.schedule for c in self.candidates if c.ranked]
+
+
+@dataclass(frozen=True)
+class GraphChoice:
+    """Graph-level decisions and the graph they make (pad and rfactor applied; inline is not: stages are
+    ranked on their own bodies).
+
+    :param outputs: the outputs of the padded and rfactored graph.
+    :param pad: names of the padded stages.
+    :param rfactor: stage name -> factor or :class:`~polyad.schedule.RFactor`.
+    :param inline: names of the inlined stages.
+    :param made_by: ``{"pad" | "rfactor" | "inline": {stage name: rule name}}``.
+    :param infos: stage name -> :class:`~polyad.schedule.cost.StageInfo` of ``outputs``' stages.
+    :param notes: the decisions' notes, in order.
+    """
+
+    outputs: list
+    pad: frozenset = frozenset()
+    rfactor: dict = field(default_factory=dict)
+    inline: frozenset = frozenset()
+    made_by: dict = field(default_factory=dict)
+    infos: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+    def rule_of(self, target, name):
+        """The rule that made the ``target`` decision of stage ``name``.
+
+        :param target: ``"pad"``, ``"rfactor"`` or ``"inline"``.
+        :param name: a stage name.
+        :returns: the rule's name, or None (no rule made it, or the decision was given).
+        """
+        return self.made_by.get(target, {}).get(name)
+
+
+_NO_GRAPH = GraphChoice(outputs=[])
+
+
+@dataclass(frozen=True)
+class Space:
+    """The choices of a build: graph-level candidates and per-stage loop candidates.
+
+    :param inline: stage names that may be inlined.
+    :param rfactor: stage name -> candidate factors and :class:`~polyad.schedule.RFactor` forms.
+    :param stages: stage name -> list of candidate :class:`~polyad.schedule.StageSchedule`.
+    :param pad: stage names that may be padded.
+    :param candidates: stage name -> tuple of :class:`Candidate` (the same schedules, with the rule that
+        proposed each and whether the model ranks it).
+    """
+
+    inline: tuple
+    rfactor: dict
+    stages: dict = field(default_factory=dict)
+    pad: tuple = ()
+    candidates: dict = field(default_factory=dict)
+
+    def size(self):
+        """The number of schedules in the space.
+
+        :returns: an int.
+        """
+        n = 2 ** (len(self.inline) + len(self.pad))
+        for f in self.rfactor.values():
+            n *= len(f) + 1
+        for c in self.stages.values():
+            n *= len(c)
+        return n
+
+    def ranked(self, name):
+        """The schedules of stage ``name`` the auto-scheduler's model ranks.
+
+        :param name: a stage name of ``stages``.
+        :returns: a list of :class:`~polyad.schedule.StageSchedule`.
+        """
+        return [c.schedule for c in self.candidates[name] if c.ranked]
+
+
+def _const(rule, key):
+    return RULE[rule].constants[key]
+
+
+def _padded(op):
+    return getattr(op, "tag", "") == "padded"
+
+
+def _points(op):
+    return max(1, math.prod(op.shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# graph rules: pad
+# ---------------------------------------------------------------------------------------------
+def _pad_clipped_sum(op, info, dm):
+    """A clipped sum (a stride-1 or dilated convolution's data gradient) runs over its bounding box on a
+    zero-padded operand: border blocks then vectorise like the interior."""
+    from ..poly.convert import count
+
+    found = paddable(op)
+    if found is None:
+        return []
+    st, load, bb = found
+    inside = count(st.domain)
+    boxed = math.prod(hi - lo + 1 for lo, hi in bb)
+    if inside < _const("pad_clipped_sums", "min_reduction") * _points(op) or \
+            boxed > _const("pad_clipped_sums", "max_extra") * inside:
+        return []  # short reductions (a pad's gradient) or mostly-empty boxes: the border cases pay
+    return [(True, f"pad_reads {op.name}: its sum is clipped only by {load.tensor.name}'s bounds; over the "
+                   f"bounding box on a zero-padded {load.tensor.name} ({boxed / inside:.2f}x the multiply-adds) "
+                   "every block is a full vector block")]
+
+
+# ---------------------------------------------------------------------------------------------
+# graph rules: rfactor
+# ---------------------------------------------------------------------------------------------
+def _reduction_extent(op):
+    b = op.body[0] if isinstance(op, ComputeOp) else None
+    if isinstance(b, Reduce):
+        return max(a.extent for a in b.axis)
+    return None
+
+
+def _interleaves(op):
+    """graph.rfactor's choice: sum/max/min stages get interleaved partials (the factor is their count)."""
+    b = op.body[0] if isinstance(op, ComputeOp) else None
+    return isinstance(b, Reduce) and len(op.body) == 1 and b.combiner.kind() is not None
+
+
+def _row_axis(op):
+    """The reduction axis a single-output sum/max/min reads contiguously (the last index of every
+    load that uses it is that axis plus something free of it), or None.  Only pure row reductions:
+    every such load uses every output dimension (a matmul's operands are reused across outputs)."""
+    b = op.body[0] if isinstance(op, ComputeOp) else None
+    if not isinstance(b, Reduce) or len(op.body) != 1 or b.combiner.kind() is None:
+        return None
+    ax = max(b.axis, key=lambda a: a.extent)
+    seen = False
+    for n in post_order(tuple(op.body)):
+        if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
+            if not n.indices or not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
+                return None
+            if not all(any(_uses(ix, v) for ix in n.indices) for v in op.axis):
+                return None
+            seen = True
+    return ax if seen else None
+
+
+def _row_factor(e, dm):
+    """Partials per output point of an interleaved rfactor: a multiple of half the vector width
+    (contiguous lanes) dividing the extent, or None."""
+    V = max(dm.vector_width, 1)
+    for f in range(4 * V, V // 2 - 1, -max(1, V // 2)):
+        if f >= 2 and e % f == 0 and e // f >= _const("rfactor_rows", "min_steps"):
+            return f
+    return None
+
+
+def _lane_axis(op, dm):
+    """The reduction axis a small-output sum reads contiguously, when vectors along its outputs cannot pay.
+
+    A convolution's weight gradient ``dW[co, ci, kh, kw] = sum_{b, y, x} H[b, co, y, x] * X[b, ci, y + kh,
+    x + kw]``: its innermost output (kw, 3) is narrower than half a vector, and every load that uses ``x``
+    has it, with unit stride, in its last index only.  Interleaving partial sums over ``x`` gives each
+    (co, ci, kh, kw) a vector of partials whose lanes load contiguous rows (``vloadN`` of H and of the
+    shifted X row).  Returns the axis, or None.
+    """
+    if isinstance(op, PlaceholderOp) or not op.shape or op.shape[-1] * 2 > max(dm.vector_width, 1):
+        return None
+    try:
+        _, body, _ = _reduction_form(op)  # a compute, or a PolyOp's single box reduction
+    except ScheduleError:
+        return None
+    b = body[0]
+    if len(body) != 1 or b.combiner.kind() != "sum":
+        return None
+    best = None
+    for ax in b.axis:
+        seen = False
+        for n in post_order(tuple(body)):
+            if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
+                if not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
+                    seen = False
+                    break
+                seen = True
+        if seen and ax.extent >= _const("rfactor_lanes", "min_extent") and (best is None or ax.extent > best.extent):
+            best = ax
+    return best
+
+
+def _lane_factor(e, dm):
+    """Lanes of the interleaved partials over an axis of extent ``e``: the vector width (at most the
+    device's) with the fewest vector-plus-ragged steps per row (26: 8 lanes, 3 vectors and 2 scalar steps)."""
+    V = max(dm.vector_width, 1)
+    opts = [f for f in _const("rfactor_lanes", "widths") if f <= V and f in dm.widths and f < e]
+    return min(opts, key=lambda f: (e // f + e % f, -f)) if opts else None
+
+
+def _rfactor_lanes(op, info, dm):
+    points = _points(op)
+    lanes = dm.kind == "cpu" and points >= dm.min_parallel and \
+        info.iterations >= _const("rfactor_lanes", "iterations_per_output") * points
+    ax = _lane_axis(op, dm) if lanes else None
+    f = _lane_factor(ax.extent, dm) if ax is not None else None
+    if not f or info.iterations < _const("rfactor_lanes", "min_iterations"):
+        return []
+    return [(RFactor(f, ax.name, True),
+             f"rfactor {op.name} by {f} over {ax.name}, interleaved: its innermost output ({op.shape[-1]}) is too "
+             f"narrow for vectors; {f} partials per output load contiguous rows along {ax.name} (extent "
+             f"{ax.extent}) as vectors")]
+
+
+def _rfactor_rows(op, info, dm):
+    e = _reduction_extent(op)
+    points = _points(op)
+    if not (dm.kind == "cpu" and e and e >= _const("rfactor_rows", "min_extent") and points >= dm.min_parallel
+            and points <= _const("rfactor_rows", "max_points")
+            and info.iterations >= _const("rfactor_rows", "min_iterations") and _row_axis(op) is not None):
+        return []
+    f = _row_factor(e, dm)
+    if not f:
+        return []
+    return [(f, f"rfactor {op.name} by {f}: {points} outputs each reduce {e} contiguous elements; "
+                f"{f} interleaved partial results per output load them as vectors")]
+
+
+def _rfactor_small_outputs(op, info, dm):
+    e = _reduction_extent(op)
+    points = _points(op)
+    if not e or points >= dm.min_parallel or info.iterations < _const("rfactor_small_outputs", "min_iterations") \
+            or e < _const("rfactor_small_outputs", "min_extent"):
+        return []
+    n_outer = -(-dm.min_parallel // points)
+    V = max(dm.vector_width, 1)
+    step = _const("rfactor_small_outputs", "min_stride")
+    # graph.rfactor interleaves sum/max/min by a factor dividing the extent: ``factor`` partials per
+    # point, enough vector blocks for every work-item, each reducing a stride of at least 8 elements
+    divs = [f for f in range(step, V * n_outer + 1, step) if e % f == 0 and e // f >= step] if _interleaves(op) else []
+    if divs:
+        factor = divs[-1]
+        parts = points * factor
+    else:  # blocks of ``factor`` (a power of two; one dividing e would interleave: halve it until not)
+        factor = max(step, -(-e // n_outer))
+        factor = 1 << (factor.bit_length() - 1)  # a power of two, rounded down: at least n_outer partials
+        while _interleaves(op) and factor >= 2 and e % factor == 0:
+            factor //= 2
+        parts = points * -(-e // factor)
+    if factor >= e or factor < 2:
+        return []
+    return [(factor, f"rfactor {op.name} by {factor}: {points} output points cannot fill {dm.min_parallel} "
+                     f"work-items; the partial stage has {parts}")]
+
+
+# ---------------------------------------------------------------------------------------------
+# graph rules: inline (Li2018, within caps on the expressions)
+# ---------------------------------------------------------------------------------------------
+def _consumers(ops):
+    """id(op) -> list of (consumer op, number of distinct reads of op's outputs in it)."""
+    cons = {id(op): [] for op in ops}
+    for op in ops:
+        roots = op.body if isinstance(op, ComputeOp) else tuple(v for st in op.statements for v in st.values)
+        counts = {}
+        for n in post_order(tuple(roots)):
+            if isinstance(n, Load) and not isinstance(n.tensor.op, PlaceholderOp):
+                counts[id(n.tensor.op)] = counts.get(id(n.tensor.op), 0) + 1
+        for pid, k in counts.items():
+            if pid in cons:
+                cons[pid].append((op, k))
+    return cons
+
+
+def _pure_data_movement(op):
+    """A stage that only moves data (reads, selects against zero, casts): inlining it costs nothing."""
+    vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
+    for n in post_order(tuple(vals)):
+        if isinstance(n, Call) and n.op not in ("select", "cast") and (
+                n.dtype.startswith("float") or any(a.dtype.startswith("float") for a in n.args)):
+            return False  # arithmetic or comparisons on values
+    return True
+
+
+def _recompute_pays(evals, size, info, dm):
+    """Recomputing ``evals - size`` extra points costs less than writing and reading the buffer."""
+    per_point = info.flops / max(1, info.iterations)
+    # independent elementwise work: scalar code with many independent chains (the calibrated scalar rate)
+    extra = (evals - size) * max(per_point, 1) / _rate(1, dm)
+    traffic = 2 * size * info.itemsize / (dm.dram_gbs * 1e9)
+    return evals <= _const("inline_recompute", "max_evaluations") * size and extra < traffic
+
+
+def _expression_roots(op):
+    return op.body if isinstance(op, ComputeOp) else tuple(v for st in op.statements for v in st.values)
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """What an inlined stage brings into the expression of a kernel that reads it."""
+
+    depth: int  # operations along the longest path of its expression
+    own: int  # its operations, less those of the inlined stages it reads pointwise
+    points: frozenset  # ids of the inlined stages it reads pointwise, transitively
+
+    def size(self, table):
+        """Operations of its whole expression: each stage read pointwise counts once (its reads at the
+        point are one hash-consed expression, shared by every reader in the kernel)."""
+        return self.own + sum(table[k].own for k in self.points)
+
+
+def inlined_expression(op, table):
+    """The :class:`Inlined` measure of ``op``'s expression with the stages of ``table`` (id(op) ->
+    Inlined, the inlined producers) substituted.  A read at the reader's own output point (an
+    elementwise chain, a gradient reading its forward stage) shares the producer's expression with
+    every other such read; a read elsewhere copies it (counted whole)."""
+    axis = tuple(op.axis) if isinstance(op, ComputeOp) else None
+    depth, own, points = {}, 0, set()
+    for n in post_order(tuple(_expression_roots(op))):
+        kids = n.children()
+        d = max((depth[id(ch)] for ch in kids), default=0)
+        m = table.get(id(n.tensor.op)) if isinstance(n, Load) else None
+        if m is not None:
+            d += m.depth
+            if axis is not None and len(n.indices) == len(axis) and all(a is b for a, b in zip(n.indices, axis)):
+                points.add(id(n.tensor.op))
+                points |= m.points
+            else:
+                own += m.size(table)
+        elif kids or isinstance(n, Load):
+            d, own = d + 1, own + 1
+        depth[id(n)] = d
+    return Inlined(max((depth[id(r)] for r in _expression_roots(op)), default=0), own, frozenset(points))
+
+
+def _without(table, gone, keys):
+    """``table`` with ``gone`` materialised: out of the table and of the shared stages of ``keys``."""
+    out = dict(table)
+    del out[gone]
+    for k in keys:
+        v = out.get(k)
+        if v is not None and gone in v.points:
+            out[k] = Inlined(v.depth, v.own, v.points - {gone})
+    return out
+
+
+def _cap_inlined(ops, chosen, notes):
+    """``chosen`` less the stages to materialise so that no kernel's expression passes the caps.
+
+    Producers first: an op's expression is measured with its inlined producers substituted; while it
+    passes a cap, the inlined producer it reads with the largest expression is materialised (a chain
+    gets a buffer every INLINE_MAX_DEPTH operations), as long as that shortens the expression: a sum
+    of many terms that share their inlined stages (the chain workload's dX sums 200 products of one
+    inlined adjoint chain) keeps them, one kernel as large as the graph it reads, rather than a kernel
+    per term.  An inlined stage read by several stages gets half the caps: its readers combine it with
+    other paths (a gradient stage reads the forward stage and the gradient before it), and a forward
+    segment as deep as the cap would leave the gradient's kernels no room (they were cut every few
+    stages, each recomputing the forward segment).  Materialising only shortens expressions and lowers
+    the evaluations of the stages inlined into the materialised one: the other decisions stay valid
+    (the measures of stages already seen only shrink: they are kept as upper bounds)."""
+    kept = set(chosen)
+    table = {}  # id(op) -> Inlined, for the ops that stay inlined
+    by_id = {id(op): op for op in ops}
+    readers = {k: len(v) for k, v in _consumers(ops).items()}
+    for op in ops:
+        share = 2 if op.name in kept and readers.get(id(op), 0) > 1 else 1
+        depth_cap, size_cap = INLINE_MAX_DEPTH // share, INLINE_MAX_SIZE // share
+        m = inlined_expression(op, table)
+        while m.depth > depth_cap or m.size(table) > size_cap:
+            reads = {id(x.tensor.op) for x in post_order(tuple(_expression_roots(op)))
+                     if isinstance(x, Load) and id(x.tensor.op) in table}
+            if not reads:
+                break  # its own body is that large: nothing inlined to take out
+            worst = max(reads, key=lambda k: (table[k].depth, table[k].size(table)))
+            trial = _without(table, worst, reads)
+            cut = inlined_expression(op, trial)
+            size, new = m.size(table), cut.size(trial)
+            if cut.depth >= m.depth and new > size - size // 16:
+                notes.append(f"keep {op.name}'s inlined stages: its expression is {m.depth} operations deep, {size} in "
+                             "all, and no stage it reads makes it notably smaller materialised")
+                break
+            kept.discard(by_id[worst].name)
+            table = _without(table, worst, table)
+            notes.append(f"materialise {by_id[worst].name}: inlined, {op.name}'s expression would be {m.depth} "
+                         f"operations deep, {size} in all (caps: {depth_cap} deep, {size_cap} in all"
+                         f"{', half: it has several readers' if share > 1 else ''})")
+            m = cut
+        if op.name in kept:
+            table[id(op)] = m
+    return frozenset(kept)
+
+
+def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
+    """The stages Li2018's rule inlines: evaluated at most once per point where they end up, or cheap
+    to recompute, or data movement (``by``: stage name -> the rule, filled in)."""
+    out_ops = {id(t.op) for t in outs}
+    cons = _consumers(ops)
+    roots = {}  # id(op) -> {name of materialised stage: (iterations, reads per iteration)}
+    chosen = set()
+    for op in reversed(ops):
+        info = infos[op.name]
+        if id(op) in out_ops or inlinable(op) is not None or not cons[id(op)]:
+            roots[id(op)] = {op.name: info.iterations}
+            continue
+        reach = {}
+        for c, k in cons[id(op)]:
+            for r, it in roots[id(c)].items():
+                # reads of the same index in one kernel are one value (hash-consed, emitted once)
+                reach[r] = max(reach.get(r, 0), it * (k if id(c) != id(op) else 1))
+        evals = sum(reach.values())
+        size = max(1, math.prod(op.shape))
+        if evals <= size:
+            by[op.name] = "inline_once"
+            notes.append(f"inline {op.name}: each point is evaluated once ({evals} evaluations in {', '.join(sorted(reach))})")
+        elif _recompute_pays(evals, size, info, dm):
+            by[op.name] = "inline_recompute"
+            notes.append(f"inline {op.name}: recomputing it {evals / size:.1f}x costs less than its buffer's traffic")
+        elif _pure_data_movement(op):
+            by[op.name] = "inline_data_movement"
+            notes.append(f"inline {op.name}: data movement only, read by {', '.join(sorted(reach))}")
+        else:
+            roots[id(op)] = {op.name: info.iterations}
+            notes.append(f"materialise {op.name}: {evals} evaluations if inlined for {size} points ({info.flops // size} flops each)")
+            continue
+        chosen.add(op.name)
+        roots[id(op)] = reach
+    return frozenset(chosen)
+
+
+# ---------------------------------------------------------------------------------------------
+# graph decisions
+# ---------------------------------------------------------------------------------------------
+def _decide(target, ops, infos, dm, notes):
+    """(stage name -> decision, stage name -> rule): per stage, the first graph rule for ``target`` that
+    proposes something decides."""
+    rules = [r for r in RULES if r.level == "graph" and r.target == target and r.propose is not None]
+    chosen, by = {}, {}
+    for op in ops:
+        info = infos.get(op.name) if infos is not None else None
+        for r in rules:
+            props = r.propose(op, info, dm)
+            if props:
+                decision, note = props[0]
+                chosen[op.name], by[op.name] = decision, r.name
+                notes.append(note)
+                break
+    return chosen, by
+
+
+def graph_decisions(outputs, dm):
+    """The graph rules' decisions for the graph of ``outputs``: pad, then rfactor, then inline.
+
+    :param outputs: a list of tensors, uniquely named (:func:`~polyad.schedule.graph.uniquely_named`).
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :returns: a :class:`GraphChoice` (its ``outputs``: the graph padded and rfactored).
+    """
+    notes = []
+    pads, pad_by = _decide("pad", stage_ops(outputs)[0], None, dm, notes)
+    pad = frozenset(pads)
+    outs = outputs
+    for n in sorted(pad):
+        outs = pad_reads(outs, n)
+    infos = {op.name: stage_info(op) for op in stage_ops(outs)[0]}
+    rf, rf_by = _decide("rfactor", stage_ops(outs)[0], infos, dm, notes)
+    g = outs
+    for n in sorted(rf):
+        spec = RFactor.of(rf[n])
+        g = rfactor(g, n, spec.factor, spec.axis, spec.interleave)
+    if rf:
+        infos = {op.name: (infos.get(op.name) if op.name not in rf else None) or stage_info(op)
+                 for op in stage_ops(g)[0]}
+    ops, _ = stage_ops(g)
+    inline_by = {}
+    chosen = _inline_by_evaluations(ops, g, infos, notes, dm, inline_by)
+    inl = _cap_inlined(ops, chosen, notes)
+    made_by = {"pad": pad_by, "rfactor": rf_by, "inline": {n: r for n, r in inline_by.items() if n in inl}}
+    return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes))
+
+
+def given_graph(outs, schedule, dm):
+    """The :class:`GraphChoice` of ``schedule``'s graph decisions on ``outs``; a rfactor is credited to the
+    graph rule that would make the same one there (its partial stage then gets that rule's blocks).
+
+    :param outs: a list of tensors, uniquely named.
+    :param schedule: the :class:`~polyad.schedule.Schedule` whose pad, rfactor and inline are applied (its
+        stage schedules are not looked at).
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :returns: a :class:`GraphChoice` (no notes).
+    :raises ScheduleError: when a decision does not fit the graph (naming the stage).
+    """
+    g, _ = apply_graph_schedule(outs, Schedule("graph", rfactor=schedule.rfactor, pad=schedule.pad))
+    inline(g, schedule.inline)  # ScheduleError naming the stage when an inline does not fit
+    infos = {op.name: stage_info(op) for op in stage_ops(g)[0]}
+    padded, _ = apply_graph_schedule(outs, Schedule("graph", pad=schedule.pad))
+    by_name = stage_ops(padded)[1]
+    rf_by = {}
+    for n, spec in schedule.rfactor.items():
+        op = by_name.get(n)
+        if op is None:
+            continue
+        want = RFactor.of(spec)
+        rf, by = _decide("rfactor", [op], {n: stage_info(op)}, dm, [])
+        if n in rf and RFactor.of(rf[n]) == want:
+            rf_by[n] = by[n]
+    return GraphChoice(g, frozenset(schedule.pad), dict(schedule.rfactor), frozenset(schedule.inline),
+                       {"pad": {}, "rfactor": rf_by, "inline": {}}, infos, ())
+
+
+# ---------------------------------------------------------------------------------------------
+# stage rules
+# ---------------------------------------------------------------------------------------------
+def _tile_options(extent, sizes):
+    # the whole extent too when it is small (a 3x3 kernel is one 3x3 block: no partial tiles)
+    out = sorted({s for s in sizes if s <= max(extent, 1)} | ({extent} if extent <= max(sizes) else set()))
+    return out or [1]
+
+
+def _heads(info, channels):
+    """Tiles of the dimensions before the last two: for rank >= 3 the outermost (conv weight gradients:
+    output channels), or with ``channels`` the second instead (NCHW: channels share the rows they read)."""
+    rank = len(info.shape)
+    if channels:
+        if rank < 4:
+            return []
+        return [(1, tc) + (1,) * (rank - 4)
+                for tc in _tile_options(info.shape[1], set(_const("channel_tiles", "channels"))) if tc > 1]
+    if rank < 3:
+        return [()]
+    return [(tf,) + (1,) * (rank - 3) for tf in _tile_options(info.shape[0], set(_const("grid", "heads")))]
+
+
+def _grid(info, dm, heads):
+    rank = len(info.shape)
+    V = dm.vector_width
+    st = info.strides or (1,) * rank  # stride cells (below) are options too
+    inner = _tile_options(info.shape[-1], set(_const("grid", "inner")) | {st[-1]} | {V, 2 * V, 4 * V})
+    outer = _tile_options(info.shape[-2], set(_const("grid", "outer")) | {st[-2]}) if rank >= 2 else [None]
+    unrolls = _const("grid", "unrolls") if info.reduction else (1,)
+    out = []
+    for head in heads:
+        for to in outer:
+            for ti in inner:
+                tile = head + ((to,) if to is not None else ()) + (ti,)
+                for vec in dm.widths if info.vectors else (1,):
+                    if vec > max(V, 1) or ti % vec or (vec > 1 and ti < vec):
+                        continue
+                    for u in unrolls:
+                        if all(t == 1 for t in tile):
+                            out.append(StageSchedule(unroll=u))
+                        else:
+                            out.append(StageSchedule(tile=tile, vectorize=vec, unroll=u))
+    return out
+
+
+def stage_candidates(info, dm, channels=False):
+    """The grid of (tile, vectorize, unroll) stage schedules of a stage (the ``grid`` rule, with
+    ``channels`` the ``channel_tiles`` rule's blocks after it).
+
+    Tiles of the last two output dimensions from the ``grid`` rule's sizes (a small extent whole, the
+    stage's stride cells, the device's vector width and its multiples), of the outermost for rank >= 3;
+    vector widths the device has, dividing the innermost tile; unrolls for reductions.
+
+    :param info: the stage's :class:`~polyad.schedule.cost.StageInfo`.
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :param channels: also tile the second dimension (NCHW channels) of a rank >= 4 stage.
+    :returns: a list of :class:`~polyad.schedule.StageSchedule`.
+    """
+    if not info.shape:
+        return [StageSchedule()]
+    out = _grid(info, dm, _heads(info, False))
+    if channels:
+        out += _grid(info, dm, _heads(info, True))
+    return out
+
+
+def _propose_grid(op, info, dm, graph):
+    return stage_candidates(info, dm)
+
+
+def _propose_channels(op, info, dm, graph):
+    return _grid(info, dm, _heads(info, True)) if info.shape else []
+
+
+def _propose_unrolls(op, info, dm, graph):
+    if not info.reduction or not info.shape:
+        return []
+    red = info.iterations / max(1, math.prod(info.shape))
+    top = max(_const("grid", "unrolls"))
+    more = [u for u in _const("more_unrolls", "unrolls") if red >= _const("more_unrolls", "min_trips") * u]
+    return [dataclasses.replace(ss, unroll=u) for ss in stage_candidates(info, dm) if ss.unroll == top for u in more]
+
+
+def _propose_whole_rows(op, info, dm, graph):
+    """A reduction-free stage in blocks of whole rows: the innermost dimensions whole, the one before them
+    in part (the fewest rows, dividing it, that hold ``min_row`` elements)."""
+    shape = info.shape
+    if info.reduction or not shape:
+        return []
+    lo = _const("whole_rows", "min_row")
+    inner = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if inner * shape[d] >= lo:
+            r = next(r for r in range(1, shape[d] + 1) if shape[d] % r == 0 and inner * r >= lo)
+            tile = (1,) * d + (r,) + tuple(shape[d + 1:])
+            break
+        inner *= shape[d]
+    else:
+        return []  # smaller than one row
+    if math.prod(tile) > _const("whole_rows", "max_block") or math.prod(tile) == math.prod(shape):
+        return []
+    widths = [v for v in dm.widths if v <= max(dm.vector_width, 1) and shape[-1] % v == 0] if info.vectors else [1]
+    return [StageSchedule(tile=tile, vectorize=v) for v in sorted(widths, reverse=True)]
+
+
+def _padded_rows(op, info, dm, graph):
+    """The block of a stage :func:`~polyad.schedule.graph.pad_reads` made a box: two whole rows of
+    vectors, when the row splits into vectors of at least 4 (else nothing: the model chooses)."""
+    if not _padded(op) or len(op.shape) < 2 or dm.kind != "cpu":
+        return []
+    e = op.shape[-1]
+    vec = next((v for v in _const("padded_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0),
+               None)
+    if vec is None or e > _const("padded_rows", "max_row"):
+        return []
+    r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= _const("padded_rows", "max_vectors") else 1
+    return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
+
+
+def _partial_of(op, graph, rule):
+    return op.name.endswith("_rf") and graph.rule_of("rfactor", op.name[:-3]) == rule
+
+
+def _partial_width(op, dm):
+    f = op.shape[-1]
+    return f, max(v for v in dm.widths if v <= max(dm.vector_width, 1) and f % v == 0)
+
+
+def _row_partials(op, info, dm, graph):
+    """One row's interleaved partials per work-item: ``F / vec`` contiguous vector accumulators."""
+    if not _partial_of(op, graph, "rfactor_rows"):
+        return []
+    f, vec = _partial_width(op, dm)
+    return [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (f,), vectorize=vec)]
+
+
+def _lane_tile(shape, dm):
+    """The partial stage's block: whole innermost output dimensions while their accumulators fit the
+    FMA slots (dW's 3x3 taps: 9 vectors) and the blocks still fill the device, then the lanes."""
+    tile, acc = [1] * (len(shape) - 1), 1
+    points = math.prod(shape[:-1])
+    for d in range(len(shape) - 2, -1, -1):
+        if acc * shape[d] > dm.fma_slots or points // (acc * shape[d]) < dm.min_parallel:
+            break
+        tile[d] = shape[d]
+        acc *= shape[d]
+    return tuple(tile) + (shape[-1],)
+
+
+def _lane_partials(op, info, dm, graph):
+    """A lane vector per output, the innermost outputs' accumulators in registers."""
+    if not _partial_of(op, graph, "rfactor_lanes"):
+        return []
+    _, vec = _partial_width(op, dm)
+    return [StageSchedule(tile=_lane_tile(op.shape, dm), vectorize=vec)]
+
+
+def _proposes(propose):
+    """``applies`` of a rule that decides: it proposes a block for the stage."""
+
+    def applies(op, info, dm, graph):
+        return bool(propose(op, info, dm, graph))
+
+    return applies
+
+
+def _only_own(rule_name):
+    """A limit: the model ranks the rule's own blocks alone (they were measured; the model misjudges them)."""
+
+    def limit(op, info, dm, graph, cands, ranked):
+        own = RULE[rule_name].propose(op, info, dm, graph)
+        return [c for c in cands if c.schedule in own]
+
+    return limit
+
+
+def _tuple_reducer_rows(op, info, dm, graph, cands, ranked):
+    wide = min(_const("tuple_reducers", "min_inner"), info.shape[-1])
+    return [c for c in ranked if c.schedule.tile and c.schedule.tile[-2] == 1 and c.schedule.tile[-1] >= wide] or ranked
+
+
+def _local_size(ss, info, dm):
+    """The work-group size the rule gives a block: the largest of the device's that its innermost blocks fill."""
+    tile = ss.tile or (1,) * len(info.shape)
+    inner_blocks = -(-info.shape[-1] // tile[-1])
+    for ls in sorted(dm.local_sizes, reverse=True):
+        if inner_blocks >= ls:
+            return (ls,)
+    return None
+
+
+def _local_sizes(op, info, dm, ss, mine_only=False):
+    if ss.local_size is not None:
+        return [(ss, True)]
+    mine = _local_size(ss, info, dm)
+    if mine_only:
+        return [(ss if mine is None else dataclasses.replace(ss, local_size=mine), True)]
+    return [(ss, mine is None)] + [(dataclasses.replace(ss, local_size=(ls,)), mine == (ls,))
+                                   for ls in sorted(dm.local_sizes)]
+
+
+def stage_space(op, dm, graph=None, info=None, ranked_only=False):
+    """The candidates of one stage, each with the rule that proposed it and whether the model ranks it.
+
+    Proposals come in the table's order (a schedule two rules propose is the first one's), then the
+    variants (work-group sizes), then the limits.
+
+    :param op: the stage (an op of ``graph.outputs``' graph).
+    :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :param graph: the :class:`GraphChoice` the stage comes from (None: no graph decision; the rules about
+        rfactor partials then propose nothing).
+    :param info: the stage's :class:`~polyad.schedule.cost.StageInfo` (None: computed).
+    :param ranked_only: leave out the proposals the model does not rank (what ``auto_schedule`` needs).
+    :returns: a :class:`StageSpace`.
+    """
+    graph = graph if graph is not None else _NO_GRAPH
+    info = info if info is not None else stage_info(op)
+    stage_rules = [r for r in RULES if r.level == "stage" and (r.applies is None or r.applies(op, info, dm, graph))]
+    seen, cands = set(), []
+    for r in stage_rules:
+        if r.propose is None:
+            continue
+        ranked = r.ranked is None or r.ranked(op, info, dm, graph)
+        if ranked_only and not ranked:
+            continue
+        for ss in r.propose(op, info, dm, graph):
+            if ss not in seen:
+                seen.add(ss)
+                cands.append(Candidate(ss, r.name, ranked))
+    for r in stage_rules:
+        if r.vary is None:
+            continue
+        out = []
+        for c in cands:
+            for ss, mine in r.vary(op, info, dm, c.schedule, ranked_only and c.ranked):
+                if ss == c.schedule:
+                    out.append(c if mine or not c.ranked else dataclasses.replace(c, ranked=False))
+                elif ss not in seen and not (ranked_only and not (c.ranked and mine)):
+                    seen.add(ss)
+                    out.append(Candidate(ss, f"{c.rule}+{r.name}", c.ranked and mine))
+        cands = out
+    decided = None
+    for r in stage_rules:
+        if r.limit is None:
+            continue
+        ranked = [c for c in cands if c.ranked]
+        keep = {id(c) for c in r.limit(op, info, dm, graph, cands, ranked)}
+        cands = [c if (id(c) in keep) == c.ranked else dataclasses.replace(c, ranked=id(c) in keep) for c in cands]
+        if r.note is not None:
+            decided = r.name
+    return StageSpace(op.name, tuple(c for c in cands if c.ranked or not ranked_only), decided)
+
+
+# ---------------------------------------------------------------------------------------------
+# the space
+# ---------------------------------------------------------------------------------------------
+def _rfactor_factors(extent):
+    return [f for f in (8, 16, 32, 64, 128, 256, 512, 1024) if 2 <= f < extent]
+
+
+def _rfactor_options(op, chosen=None):
+    """Candidate rfactor decisions of a reduction stage: bare factors (the default form over the largest
+    axis), then :class:`~polyad.schedule.RFactor` forms over every axis, interleaved and blocked; and
+    ``chosen`` (the graph rules' decision) as it is written."""
+    try:
+        _, reduces, red = _reduction_form(op)
+    except ScheduleError:
+        return []
+    if not red:
+        return []
+    largest = max(red, key=lambda a: a.extent)
+    inter = _interleavable(reduces)
+    seen, out = {}, []
+
+    def add(value, f, ax, form):
+        key = (f, ax.name, inter and ax.extent % f == 0 if form is None else form)
+        if key not in seen:
+            seen[key] = len(out)
+            out.append(value)
+
+    for ax in [largest] + [a for a in red if a is not largest]:
+        factors = set(_rfactor_factors(ax.extent))
+        if inter:
+            factors |= {f for f in _const("rfactor_lanes", "widths") if f < ax.extent}
+            factors |= {f for f in range(8, 257, 8) if ax.extent % f == 0 and ax.extent // f >= 4}
+        for f in sorted(factors):
+            add(f if ax is largest else RFactor(f, ax.name), f, ax, None)
+            if inter:
+                add(RFactor(f, ax.name, not (ax.extent % f == 0)), f, ax, not (ax.extent % f == 0))
+    if chosen is not None:
+        spec = RFactor.of(chosen)
+        ax = next((a for a in red if a.name == spec.axis), largest) if spec.axis else largest
+        key = (spec.factor, ax.name, inter and ax.extent % spec.factor == 0 if spec.interleave is None
+               else spec.interleave)
+        if key in seen:
+            out[seen[key]] = chosen
+        else:
+            out.append(chosen)
+    return out
+
+
+def candidate_space(outputs, device=None, schedule=None):
+    """The enumerable space the auto-scheduler chooses from (and the tuner searches).
+
+    Graph-level candidates are those of the graph of ``outputs``; stage
+    candidates are those of the graph after ``schedule``'s graph-level
+    decisions (default: the auto-scheduler's).
+
+    :param outputs: a tensor or a list of tensors.
+    :param device: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded model (None: the default device),
+        see :meth:`DeviceModel.of`.
+    :param schedule: the :class:`~polyad.schedule.Schedule` whose graph-level decisions (pad, rfactor, inline)
+        shape the stages; None for the auto-scheduler's.
+    :returns: a ``Space``: ``inline`` (the stage names that may be inlined), ``rfactor`` (stage name -> candidate
+        factors) and ``stages`` (stage name -> list of candidate :class:`StageSchedule`); ``size()`` counts it.
+    :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
+    :raises DeviceError: when the device's model cannot be had (no usable device, an unreadable recorded model).
+    :raises ScheduleError: when ``schedule``'s graph-level decisions do not fit the graph.
+    """
+    dm = DeviceModel.of(device)
+    outs = uniquely_named(as_tensor_list(outputs, "candidate_space outputs"))
+    ops, _ = stage_ops(outs)
+    out_ops = {id(t.op) for t in outs}
+    inl = tuple(op.name for op in ops if id(op) not in out_ops and inlinable(op) is None)
+    pad = tuple(op.name for op in ops if paddable(op) is not None)
+    if schedule is None:
+        graph = graph_decisions(outs, dm)
+    else:
+        graph = given_graph(outs, schedule, dm)
+    # rfactor candidates are those of the padded graph (a padded sum is a box: it splits)
+    padded = outs
+    for n in sorted(graph.pad):
+        padded = pad_reads(padded, n)
+    rf = {}
+    for op in stage_ops(padded)[0]:
+        fs = _rfactor_options(op, graph.rfactor.get(op.name) if schedule is None else None)
+        if fs:
+            rf[op.name] = fs
+    candidates = {op.name: stage_space(op, dm, graph, graph.infos[op.name]).candidates
+                  for op in stage_ops(graph.outputs)[0] if op.name not in graph.inline}
+    stages = {n: [c.schedule for c in cs] for n, cs in candidates.items()}
+    return Space(inl, rf, stages, pad, candidates)
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules: one table, in the order they apply (stage proposals: the argmin's tie order)
+# ---------------------------------------------------------------------------------------------
+def _never(*_):
+    return False
+
+
+RULES = (
+    # graph: pad, rfactor (the first that proposes decides), inline
+    Rule("pad_clipped_sums", "graph", "pad a sum clipped only by one operand's bounds, so that every block is full",
+         {"max_extra": 1.5, "min_reduction": 16},
+         "conv2d_3x3 dX: 3.5 ms clipped (its best blocks), 1.6 ms padded (16% more multiply-adds, a 2.2 MB "
+         "copy); the dilated convolution's dX 1.97 -> 0.49 ms",
+         target="pad", propose=_pad_clipped_sum),
+    Rule("rfactor_lanes", "graph",
+         "CPU: interleave a sum whose innermost output is narrower than half a vector over a long reduction axis "
+         "it reads contiguously (a conv weight gradient over x), one vector of partials per output",
+         {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4)},
+         "conv2d_3x3 dW 4.0 -> 2.1 ms (1x1x3x3x8 partial blocks), conv2d_dilated dW 1.26 -> 0.4-0.6 ms, "
+         "lenet_step's first conv dW 0.9 -> 0.2 ms",
+         target="rfactor", propose=_rfactor_lanes),
+    Rule("rfactor_rows", "graph",
+         "CPU: interleave the row reductions of a few thousand outputs (softmax's max and exp-sum) into partials "
+         "a multiple of half the vector width, dividing the row",
+         {"min_extent": 64, "max_points": 4096, "min_iterations": 1 << 14, "min_steps": 4},
+         "softmax bwd 3.36 -> 3.14 ms (hand TE 3.01); a matmul's operands are reused across outputs and its "
+         "register blocks stay faster (mlp_step's logits 2.67 vs 2.73 ms); a factor that does not divide the "
+         "row leaves ragged lanes (conv2d_3x3 dW split over x by 8: 6.5 ms, unsplit 4.1)",
+         target="rfactor", propose=_rfactor_rows),
+    Rule("rfactor_small_outputs", "graph",
+         "rfactor a long reduction whose output cannot fill min_parallel work-items (Li2018)",
+         {"min_iterations": 1 << 15, "min_extent": 64, "min_stride": 8},
+         "Li et al. 2018's rule, not timed here: the factor gives at least min_parallel partial results, each "
+         "reducing at least 8 elements",
+         target="rfactor", propose=_rfactor_small_outputs),
+    Rule("inline_once", "graph",
+         "inline a reduction-free stage each of whose points is evaluated once where it ends up",
+         {}, "Li et al. 2018's rule, not timed here: no recomputation, and a buffer's write and read saved",
+         target="inline"),
+    Rule("inline_recompute", "graph",
+         "inline a stage whose recomputation costs less than its buffer's DRAM traffic",
+         {"max_evaluations": 16},
+         "avg_pool bwd's H/4 (commit 7ff7b7f; no timing recorded): recomputed 4x in the kernel that reads it",
+         target="inline"),
+    Rule("inline_data_movement", "graph", "inline pure data movement (reads, selects against zero, casts)",
+         {}, "not timed: a copy inlined is an index expression", target="inline"),
+    Rule("inline_caps", "graph",
+         "materialise an inlined stage where a kernel's expression would pass the caps (half for several readers)",
+         {"max_depth": 512, "max_size": 2048},
+         "PoCL compiles each kernel in about 0.1 s whatever its size: a 2000-deep chain cut every 64 operations "
+         "(65 kernels) compiled in 6.5 s, every 512 (8 kernels) in 0.7 s; the ops of pa.ops and pa.nn inline "
+         "far below the caps (under 40 operations; the chain workload's gradient 273 deep)",
+         target="inline"),
+    # stage: deciding rules first (a block they measured, the model ranks it alone)
+    Rule("padded_rows", "stage", "a padded box reduction (CPU): two whole rows of vectors when a row splits into "
+         "vectors of at least 4",
+         {"widths": (16, 8, 4), "max_row": 64, "max_vectors": 28},
+         "conv2d_3x3 dX on a padded H (32x17x28x28), min of 6 alternating rounds: 1x1x2x28/float4 1.75 ms, "
+         "1x4x1x28 1.6, 2x1x1x28 2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0 (it misses what separate "
+         "rows of H cost); the dilated dX's 34-wide rows do not split: the model's 1x4x2x32/float16 took 0.49 ms",
+         applies=_proposes(_padded_rows), propose=_padded_rows, limit=_only_own("padded_rows"),
+         note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, no cut blocks"),
+    Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
+         {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
+         applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),
+         note=lambda op, info, dm: f"a row's {op.shape[-1]} partials, contiguous vectors"),
+    Rule("lane_partials", "stage",
+         "a lane rfactor's partial stage: the innermost outputs whole while their accumulators fit the FMA slots, "
+         "then the lanes as one vector",
+         {}, "conv2d_3x3 dW: 1x1x3x3x8 2.1 ms (4.0 unsplit), 2x1x3x3x8 2.4-2.7, 1x1x1x3x8 3.9",
+         applies=_proposes(_lane_partials), propose=_lane_partials, limit=_only_own("lane_partials"),
+         note=lambda op, info, dm: "a lane vector per output, the innermost outputs' accumulators in registers"),
+    # stage: the grid and the proposals beside it
+    Rule("grid", "stage",
+         "tiles of the last two output dimensions (and the outermost for rank >= 3; small extents whole; stride "
+         "cells; the vector width and its multiples) x vector widths dividing the innermost tile x unrolls",
+         {"inner": (1, 2, 4, 8, 16, 32, 64), "outer": (1, 2, 3, 4, 6, 8), "heads": (1, 2, 4), "unrolls": (1, 2, 4, 8)},
+         "polyad/bench/bench_kernels.py: dense dX 8x32/float16 117-128 GFLOP/s against 4-8 naive, dW 8x32/float16 "
+         "unroll 2 165-174; whole small extents: conv weight gradients in 2x1x3x3 blocks 15 -> 5 ms; stride cells: "
+         "conv2d_5x5_s3 dX 35 -> 18 ms, 2x2/2 max-pool dX ~30 -> ~6 ms",
+         propose=_propose_grid),
+    Rule("channel_tiles", "stage",
+         "rank >= 4: tile the second dimension (NCHW channels) instead of the first; the model ranks them on "
+         "padded stages only",
+         {"channels": (2, 4, 8)},
+         "the channels of a padded data gradient share the rows of H they read (conv2d_3x3 dX 1x4x1x28 1.6 ms "
+         "against 2x1x1x28 2.0); offered to every rank-4 stage, the model took 1x4x5x1 for conv2d_5x5_s3's dW: "
+         "29 ms against 12 ms with its 2x1x5x4/float4",
+         propose=_propose_channels, ranked=lambda op, info, dm, graph: _padded(op)),
+    Rule("more_unrolls", "stage",
+         "reductions: unroll 16 where the reduction has at least 4 trips of it (for the tuner: the model's unroll "
+         "term never prefers it to unroll 2)",
+         {"unrolls": (16,), "min_trips": 4},
+         "not timed: the model's unroll term (x0.97 where the trip count is at least 4x the unroll) is from dense "
+         "dW, unroll 2 165-174 GFLOP/s against 158-166 without",
+         propose=_propose_unrolls, ranked=_never),
+    Rule("whole_rows", "stage",
+         "reduction-free stages: blocks of whole rows holding at least min_row elements (for the tuner: the model "
+         "charges their registers and misses their streaming)",
+         {"min_row": 512, "max_block": 4096},
+         "PoCL, a 32x100x20x25 relu: blocks of whole rows of >= 512 elements 37-70 GB/s against 4.5 GB/s naive",
+         propose=_propose_whole_rows, ranked=_never),
+    # stage: limits and variants
+    Rule("tuple_reducers", "stage",
+         "tuple reducers (an argmax through selects), rank >= 2: blocks along the last dimension only, of at least 8",
+         {"min_inner": 8},
+         "max_pool's recomputed argmax: 1x1x1x8..32 blocks 2x faster than 4x1x2x2 and 1x1x1x4, 3x than 1x1x2x8",
+         applies=lambda op, info, dm, graph: not info.simple and len(info.shape) >= 2, limit=_tuple_reducer_rows),
+    Rule("gpu_local_sizes", "stage",
+         "devices with work-group sizes: every block with each; the model ranks the largest its innermost "
+         "blocks fill (it has no term for them)",
+         {},
+         "not timed on a GPU: the sizes are those the calibration's copy kernel ran fastest with "
+         "(DeviceModel.local_sizes); the recorded GPU model's figures were never measured on one",
+         applies=lambda op, info, dm, graph: bool(dm.local_sizes) and bool(info.shape), vary=_local_sizes),
+    # search: the argmin's tie-breaking
+    Rule("near_best", "search", "candidates within ratio x the cheapest (+ slack) tie; the keys below break the tie",
+         {"ratio": 1.03, "slack_s": 1e-6},
+         "not timed on its own: the model's resolution, narrowed from 5% when the vector and scalar rates were "
+         "recalibrated on bench_kernels (commit e32a5f4)"),
+    Rule("naive_unless_faster", "search", "a reduction keeps naive loops unless a block is estimated this much faster",
+         {"margin": 0.9},
+         "conv2d_5x5_s3 bwd 66.8 -> 45 ms (naive 56), conv2d_dilated bwd 5.6 -> 2.6 ms (commit ceb1575)"),
+    Rule("smallest_block", "search", "tiny (under tiny_s) or elementwise stages: the smallest near-best block",
+         {"tiny_s": 1.8e-5},
+         "not timed: any near-best block runs as fast there; a smaller one is less code and a faster build"),
+    Rule("register_blocks", "search", "reductions: near-best blocks of 6-8 rows by 2 vectors first",
+         {"vector_columns": 2, "rows": 8},
+         "polyad/bench/bench_kernels.py: dense dX 8x32/float16 117-128 GFLOP/s, 4x32/float8 83-121, "
+         "6x16/float8 95-105"),
+)
+RULE = {r.name: r for r in RULES}
+
+INLINE_MAX_DEPTH = RULE["inline_caps"].constants["max_depth"]  # operations along a kernel expression's longest path
+INLINE_MAX_SIZE = RULE["inline_caps"].constants["max_size"]  # operations of a kernel's expression

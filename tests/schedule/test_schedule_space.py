@@ -1,0 +1,142 @@
+"""The space beyond the model's ranking (whole rows, channel tiles, unroll 16, work-group sizes, rfactor forms):
+its candidates are legal and build to pa.evaluate's values; stage_features is a fixed, cheap feature vector."""
+
+import math
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.schedule import DeviceModel, RFactor, Schedule, StageSchedule
+from polyad.schedule.auto import auto_schedule, candidate_space
+from polyad.schedule.cost import FEATURES, stage_cost, stage_features, stage_info
+from polyad.schedule.graph import stage_ops, uniquely_named
+from polyad.schedule.space import graph_decisions, stage_space
+
+_DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
+ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
+GPU = DeviceModel.load(_DEVICES / "gpu-former-constants.json")
+
+
+def _close(got, ref):
+    for g, r in zip(got if isinstance(got, list) else [got], ref):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(r).max())))
+
+
+def _conv(stride=1, k=3, size=12, batch=2):
+    X = pa.placeholder((batch, 3, size, size), name="X")
+    W = pa.placeholder((4, 3, k, k), name="W")
+    Y = pa.nn.conv2d(X, W, stride, 0, 1)
+    H = pa.placeholder(Y.shape, name="H")
+    rng = np.random.default_rng(1)
+    feeds = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)}
+    return list(pa.differentiate(Y, [X, W], head=H)), [X, W, H], feeds
+
+
+def test_stage_features_have_fixed_keys_and_are_deterministic():
+    grads, _, _ = _conv(stride=3, k=5)
+    T = pa.compute((), lambda: pa.const(1.0), name="T")  # rank 0
+    ops = [op for op in stage_ops(uniquely_named(grads + [T]))[0]]
+    for op in ops:
+        info = stage_info(op)
+        for dm in (ZEN5, GPU):
+            cands = stage_space(op, dm).candidates
+            for c in cands[:: max(1, len(cands) // 25)]:
+                f = stage_features(info, c.schedule, dm)
+                assert tuple(f) == FEATURES
+                assert all(type(v) is float and math.isfinite(v) for v in f.values()), f
+                assert f == stage_features(info, c.schedule, dm)
+                assert f["cost_s"] == stage_cost(info, c.schedule, dm)
+                assert f["naive_s"] == stage_cost(info, StageSchedule(), dm)
+                assert f["vectorize"] == c.schedule.vectorize and f["unroll"] == c.schedule.unroll
+    strided = [stage_info(op) for op in ops if stage_info(op).strided]
+    assert strided
+    cell = StageSchedule(tile=(1, 1, 3, 3))
+    assert stage_features(strided[0], cell, ZEN5)["stride_cell"] == 1.0
+
+
+def test_whole_rows_are_proposed_for_reduction_free_stages_and_build():
+    X = pa.placeholder((2, 8, 20, 25), name="X")
+    Y = pa.nn.relu(X)
+    space = candidate_space([Y], device=ZEN5)
+    rows = [c for c in space.candidates[Y.name] if c.rule == "whole_rows"]
+    assert rows and all(not c.ranked for c in rows)  # for the tuner: the model does not rank them
+    assert rows[0].schedule.tile == (1, 2, 20, 25)  # two rows of 500: the fewest that hold 512 elements
+    assert auto_schedule([Y], device=ZEN5).stages.get(Y.name) not in [c.schedule for c in rows]
+    x = np.random.default_rng(0).standard_normal(X.shape).astype(np.float32)
+    mod = pa.build(Y, [X], schedule=Schedule(stages={Y.name: rows[0].schedule}))
+    np.testing.assert_array_equal(mod(x), np.maximum(x, 0))
+
+
+def test_channel_tiles_and_more_unrolls_are_legal_and_build():
+    grads, ins, feeds = _conv()
+    ref = pa.evaluate(grads, feeds)
+    auto = auto_schedule(grads, device=ZEN5)
+    space = candidate_space(grads, device=ZEN5)
+    built = set()
+    for rule in ("channel_tiles", "more_unrolls"):
+        for n, cands in sorted(space.candidates.items()):
+            mine = [c.schedule for c in cands if c.rule == rule]
+            if mine:
+                s = Schedule(stages={**auto.stages, n: mine[len(mine) // 2]}, inline=auto.inline, rfactor=auto.rfactor,
+                             pad=auto.pad)
+                _close(pa.build(grads, ins, schedule=s)(*[feeds[t] for t in ins]), ref)
+                built.add(rule)
+                break
+    assert built == {"channel_tiles", "more_unrolls"}
+
+
+def test_rfactor_forms_of_the_space_are_legal_and_build():
+    kinds = set()
+    for size in (12, 18):  # dW reduces over y and x of 10 (8 and 4 do not divide it) or 16 (they do)
+        grads, ins, feeds = _conv(size=size)
+        ref = pa.evaluate(grads, feeds)
+        space = candidate_space(grads, device=ZEN5)
+        forms = {}
+        for n, fs in space.rfactor.items():
+            for f in fs:
+                if isinstance(f, RFactor):
+                    forms.setdefault((f.axis, f.interleave), (n, f))
+        assert len({axis for axis, _ in forms}) >= 2  # other axes than the largest
+        kinds |= {form for _, form in forms}
+        for n, f in forms.values():
+            _close(pa.build(grads, ins, schedule=Schedule(rfactor={n: f}))(*[feeds[t] for t in ins]), ref)
+    assert kinds == {True, False, None}
+
+
+def test_gpu_work_group_sizes_vary_each_block_and_the_model_ranks_one():
+    X = pa.placeholder((64, 512), name="X")
+    W = pa.placeholder((256, 512), name="W")
+    B = pa.placeholder((256,), name="B")
+    Y = pa.nn.dense(X, W, B)  # on the GPU model: the matmul gets a work-group size
+    g = graph_decisions(uniquely_named([Y]), GPU)
+    s = auto_schedule([Y], device=GPU)
+    (name,) = [n for n, ss in s.stages.items() if ss.local_size]
+    op = next(op for op in stage_ops(g.outputs)[0] if op.name == name)
+    sp = stage_space(op, GPU, g)
+    plain = [c for c in sp.candidates if c.schedule.local_size is None]
+    sized = [c for c in sp.candidates if c.schedule.local_size is not None]
+    assert len(sized) == len(GPU.local_sizes) * len(plain)
+    assert all(c.rule.endswith("+gpu_local_sizes") for c in sized)
+    assert len(sp.ranked()) == len([c for c in plain if c.rule == "grid"])  # one work-group size per block
+    assert s.stages[name] in sp.ranked()
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, B))
+    ss = next(c.schedule for c in sized if c.schedule.local_size == (64,) and c.schedule.tile)
+    sched = Schedule(stages={name: ss}, inline=s.inline)
+    np.testing.assert_allclose(pa.build(Y, [X, W, B], schedule=sched)(x, w, b), x @ w.T + b, rtol=1e-4, atol=1e-3)
+
+
+def test_candidate_space_for_a_given_schedule_credits_matching_rfactors_only():
+    grads, _, _ = _conv(size=15, batch=8)
+    auto = auto_schedule(grads, device=ZEN5)
+    assert auto.rfactor  # the weight gradient's lanes
+    (n, spec), = auto.rfactor.items()
+    same = candidate_space(grads, device=ZEN5, schedule=auto)
+    assert any(c.rule == "lane_partials" for c in same.candidates[n + "_rf"])
+    other = candidate_space(grads, device=ZEN5, schedule=Schedule(rfactor={n: RFactor(spec.factor * 2, spec.axis)}))
+    assert not any(c.rule == "lane_partials" for c in other.candidates[n + "_rf"])
+    g = graph_decisions(uniquely_named(grads), ZEN5)
+    assert g.rule_of("rfactor", n) == "rfactor_lanes"
+    with pytest.raises(pa.ScheduleError):
+        candidate_space(grads, device=ZEN5, schedule=Schedule(inline=frozenset({n})))
