@@ -6,7 +6,7 @@ materialised stage then gets ``argmin_{s in S} stage_cost(info, s, device)`` ove
 the stage rules let the model rank (:func:`~polyad.schedule.space.stage_space`), with the ``search``
 rules breaking near-ties (within 3%): a reduction keeps naive loops unless a block is estimated 10%
 faster; reductions prefer register blocks of 6-8 rows by 2 vectors, tiny or elementwise stages the
-smallest block.
+smallest block.  A ``lookup`` (a tuning log) replaces the argmin where it has a measured record.
 
 CPU (PoCL) and GPU use the same machinery with their own :class:`DeviceModel`, measured on the device
 (:mod:`polyad.schedule.model`).  Every decision is recorded in ``Schedule.notes``.
@@ -15,6 +15,7 @@ CPU (PoCL) and GPU use the same machinery with their own :class:`DeviceModel`, m
 import math
 from collections import OrderedDict
 
+from ..errors import ScheduleError
 from ..te.tensor import as_tensor_list
 from . import Schedule, StageSchedule
 from .cost import StageInfo, full_fraction, stage_cost, stage_features, stage_info
@@ -27,7 +28,7 @@ __all__ = ["DeviceModel", "auto_schedule", "candidate_space", "stage_cost", "sta
            "full_fraction", "Space", "StageInfo", "RULES", "INLINE_MAX_DEPTH", "INLINE_MAX_SIZE"]
 
 
-def auto_schedule(outputs, device=None, renamed=False):
+def auto_schedule(outputs, device=None, renamed=False, lookup=None):
     """The auto-scheduler's :class:`~polyad.schedule.Schedule` for the graph of ``outputs``.
 
     ``device``: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded
@@ -38,21 +39,27 @@ def auto_schedule(outputs, device=None, renamed=False):
     :param device: a ``pyopencl.Device``, a :class:`DeviceModel` or a recorded model (None: the default device).
     :param renamed: True when the stages of ``outputs`` already have unique names (as :func:`prepare` makes them);
         False renames them first, as ``pa.show`` names them.
+    :param lookup: None, or a callable ``lookup(op) -> (StageSchedule, source) | None`` asked for every
+        materialised stage (``op``: the stage after the graph decisions, named as ``pa.show`` names it): a
+        schedule it returns replaces the model's choice, with the note ``"<stage>: <schedule> (from the tuning
+        log: <source>)"``; None keeps the model's.  The memo is per lookup object: pass a new one when its
+        records change.
     :returns: the :class:`~polyad.schedule.Schedule` named ``"auto"`` (the same object again for the same tensor
-        objects and device model).
+        objects, device model and lookup).
     :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
     :raises DeviceError: when the device's model cannot be had (no usable device, an unreadable recorded model).
+    :raises ScheduleError: when ``lookup`` returns something other than None or a (StageSchedule, str) pair.
     """
     dm = DeviceModel.of(device)
     outs = as_tensor_list(outputs, "auto_schedule outputs")
     # a warm build of the same graph (same tensor objects) reuses the decisions
-    key = (tuple(id(t) for t in outs), dm, renamed)
+    key = (tuple(id(t) for t in outs), dm, renamed, id(lookup))
     hit = _MEMO.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], outs)):
+    if hit is not None and all(a is b for a, b in zip(hit[0], outs)) and hit[2] is lookup:
         _MEMO.move_to_end(key)
         return hit[1]
-    sched = _auto_schedule(outs, dm, renamed)
-    _MEMO[key] = (list(outs), sched)  # holding the tensors keeps their ids unique
+    sched = _auto_schedule(outs, dm, renamed, lookup)
+    _MEMO[key] = (list(outs), sched, lookup)  # holding the tensors and the lookup keeps their ids unique
     while len(_MEMO) > 64:
         _MEMO.popitem(last=False)
     return sched
@@ -61,7 +68,7 @@ def auto_schedule(outputs, device=None, renamed=False):
 _MEMO = OrderedDict()
 
 
-def _auto_schedule(outs, dm, renamed):
+def _auto_schedule(outs, dm, renamed, lookup):
     if not renamed:
         outs = uniquely_named(outs)
     graph = graph_decisions(outs, dm)
@@ -70,6 +77,13 @@ def _auto_schedule(outs, dm, renamed):
     for op in stage_ops(graph.outputs)[0]:
         if op.name in graph.inline:
             continue
+        if lookup is not None:
+            rec = _record(lookup, op)
+            if rec is not None:
+                ss, source = rec
+                stages[op.name] = ss
+                notes.append(f"{op.name}: {ss.describe()} (from the tuning log: {source})")
+                continue
         info = graph.infos[op.name]
         best, note = _argmin(op, info, stage_space(op, dm, graph, info, ranked_only=True), dm)
         if best is not None:
@@ -78,6 +92,16 @@ def _auto_schedule(outs, dm, renamed):
             notes.append(note)
     return Schedule("auto", stages=stages, inline=graph.inline, rfactor=graph.rfactor, notes=tuple(notes),
                     pad=graph.pad)
+
+
+def _record(lookup, op):
+    rec = lookup(op)
+    if rec is None:
+        return None
+    if not (isinstance(rec, tuple) and len(rec) == 2 and isinstance(rec[0], StageSchedule)):
+        raise ScheduleError(f"auto_schedule lookup: for stage {op.name!r} expected None or (StageSchedule, source), "
+                            f"got {rec!r}")
+    return rec[0], str(rec[1])
 
 
 def _argmin(op, info, space, dm):

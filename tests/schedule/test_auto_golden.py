@@ -1,5 +1,5 @@
 """The auto schedules of every benchmark workload (tiny shapes, both recorded device models) stay as recorded;
-each stage's choice is the model's argmin over the space's candidates; the rules' table.
+each stage's choice is the model's argmin over the space's candidates; the rules' table; the lookup hook.
 
 tests/data/auto_golden.json holds each graph's decisions (stages' tiles, vectors, unrolls; inline; rfactor;
 pad), written by tests/schedule/auto_golden.py.  A change meant to move auto's choices rewrites it
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from polyad.schedule import DeviceModel, StageSchedule
+from polyad.schedule import DeviceModel, StageSchedule, prepare
 from polyad.schedule import auto as auto_mod
 from polyad.schedule.auto import auto_schedule, candidate_space, stage_cost
 from polyad.schedule.graph import stage_ops, uniquely_named
@@ -87,6 +87,38 @@ def test_the_rules_table():
 
 def _conv_grads(size=18):
     return dict(auto_golden.graphs("conv2d_3x3", dict(TINY["conv2d_3x3"], batch=1, size=size)))["bwd"]
+
+
+def test_a_lookup_record_replaces_the_stage_choice_and_none_changes_nothing():
+    dm = MODELS["zen5-former-constants"]
+    grads = _conv_grads()
+    plain = auto_schedule(grads, device=dm)
+    asked = []
+
+    def nothing(op):
+        asked.append(op.name)
+
+    none = auto_schedule(grads, device=dm, lookup=nothing)
+    assert none is not plain and none == plain and none.to_json() == plain.to_json()
+    assert set(asked) >= set(plain.stages) and not set(asked) & set(plain.inline)
+    target = sorted(n for n, ss in plain.stages.items() if ss.tile)[0]
+    record = StageSchedule(tile=(1,) * (len(plain.stages[target].tile) - 1) + (2,), unroll=4)
+    assert record != plain.stages[target]
+
+    def log(op):
+        return (record, "log.jsonl, trial 7, 0.5 ms") if op.name == target else None
+
+    s = auto_schedule(grads, device=dm, lookup=log)
+    assert s.stages[target] == record
+    assert f"{target}: {record.describe()} (from the tuning log: log.jsonl, trial 7, 0.5 ms)" in s.notes
+    assert {n: ss for n, ss in s.stages.items() if n != target} == {
+        n: ss for n, ss in plain.stages.items() if n != target}
+    assert (s.inline, s.rfactor, s.pad) == (plain.inline, plain.rfactor, plain.pad)
+    assert auto_schedule(grads, device=dm, lookup=log) is s  # the memo holds per lookup
+    assert auto_schedule(grads, device=dm) is plain
+    prepare(grads, s)  # fits the graph
+    with pytest.raises(Exception, match="expected None or"):
+        auto_schedule(grads, device=dm, lookup=lambda op: "8x8")
 
 
 def test_stage_space_names_the_rule_of_each_candidate():
