@@ -26,5 +26,7 @@ from . import schedule  # also installs pa.show(tensors, schedule=...)
 from .schedule import Schedule, StageSchedule
 from .pipeline import build
 from .pipeline.vjp import vjp
+from .schedule.tuning import tuned, tuning_log
+from .tune import tune
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The ``polyad`` command: demo, devices [--calibrate], doctor, show, bench."""
+"""The ``polyad`` command: demo, devices [--calibrate], doctor, show, tune, bench."""
 
 import argparse
 import sys
@@ -140,6 +140,73 @@ def _show(args):
     return 0
 
 
+def _tune(args):
+    """Tune FILE.py:FUNC's gradient or a benchmark workload's backward; print the schedule and a table."""
+    import polyad as pa
+    from .errors import PolyadError
+    from .te.tensor import placeholders
+
+    client = None
+    try:
+        if (args.target is None) == (args.workload is None):
+            raise PolyadError("give FILE.py:FUNC or --workload NAME (one of them)")
+        if args.workload is not None:
+            from .bench.tuning import TINY, backward_graph
+            from .bench.workloads import WORKLOADS
+
+            params = dict(TINY.get(args.workload, {})) if args.shapes == "tiny" else None
+            if args.workload not in WORKLOADS:
+                raise PolyadError(f"unknown workload {args.workload!r} (known: {', '.join(sorted(WORKLOADS))})")
+            g = backward_graph(args.workload, params, seed=args.seed)
+            outs, ins, data, name = g.outputs, g.inputs, g.data, args.workload
+        else:
+            Y, wrt = _load_target(args.target)
+            H = pa.placeholder(Y.shape, Y.dtype, name="H")
+            outs = list(pa.differentiate(Y, list(wrt), H))
+            ins, data, name = placeholders(outs), None, args.target
+        workers = args.workers
+        if args.dask:
+            from distributed import Client
+
+            client = workers = Client(args.dask)
+        res = pa.tune(outs, ins, trials=args.trials, time_budget=args.time_budget, log=args.log,
+                      workers=workers, seed=args.seed, resume=args.resume, data=data, name=name,
+                      progress=not args.no_progress)
+    except PolyadError as e:
+        print(f"polyad tune: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if client is not None:
+            client.close()
+    print()
+    print(pa.show(outs, schedule=res.schedule))
+    print()
+    print(res.table())
+    print(res.summary())
+    w = res.wall
+    print(f"wall: compile {w['compile']:.1f} s, measure {w['measure']:.1f} s, search and the rest "
+          f"{w['search']:.1f} s; 90% of the speed-up after {res.trials_to(0.9)} trials")
+    if res.log:
+        print(f"log: {res.log}  (apply it: pa.build(..., schedule=pa.tuned({res.log!r})))")
+    return 130 if res.interrupted else 0
+
+
+def _tune_parser(p):
+    p.add_argument("target", nargs="?", help="FILE.py:FUNC returning (output, [inputs]): tune its gradient")
+    p.add_argument("--workload", help="tune a benchmark workload's backward (pa.vjp's, fed the residuals)")
+    p.add_argument("--shapes", choices=("bench", "tiny"), default="bench", help="the workload's shapes")
+    p.add_argument("--trials", type=int, default=64, help="measurements at most (default 64)")
+    p.add_argument("--time-budget", type=float, default=None, help="stop after about this many seconds")
+    p.add_argument("--log", default=None, help="the tuning log (JSON lines) to append to")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse the log's measurements (never measure a configuration twice; default on)")
+    p.add_argument("--workers", type=int, default=None, help="compiler processes at once (default: the cores)")
+    p.add_argument("--dask", metavar="ADDRESS", help="build and measure on a Dask cluster (tcp://host:8786)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=_tune)
+
+
 def _bench_runner():
     """polyad.bench.runner, imported only when `polyad bench` is asked for."""
     from polyad.bench import runner
@@ -187,6 +254,8 @@ def main(argv=None):
     p.add_argument("--n-out", type=int, default=3)
     p.add_argument("--tree", action="store_true", help="also print the isl schedule tree")
     p.set_defaults(fn=_show)
+    p = sub.add_parser("tune", help="search schedules on the device for FILE.py:FUNC's gradient or a workload")
+    _tune_parser(p)
     p = sub.add_parser("bench", help="benchmark autodiff gradients against hand-written TE, numpy and PyTorch")
     _bench_parser(p)
     args = parser.parse_args(argv)

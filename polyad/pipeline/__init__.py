@@ -35,6 +35,7 @@ from ..errors import BuildError, DeviceError
 from ..runtime import records
 from ..runtime.device import FIX_HINT, all_devices, describe, device_key, find_device
 from ..te.tensor import Tensor, as_tensor_list
+from . import tuned
 
 __all__ = ["build", "generate", "select_device", "device_model", "capabilities", "calibration", "list_devices"]
 
@@ -181,14 +182,20 @@ def list_devices():
 # ---------------------------------------------------------------------------------------------
 # schedules
 # ---------------------------------------------------------------------------------------------
-def resolve_schedule(outputs, schedule, device=None):
-    """The Schedule a build of ``outputs`` uses for ``schedule`` on ``device``, within its vector widths."""
+def resolve_schedule(outputs, schedule, device=None, inputs=None):
+    """The Schedule a build of ``outputs`` (from ``inputs``, default: its placeholders) uses for
+    ``schedule`` on ``device``, within its vector widths, tuning logs applied as ``pa.build`` applies them."""
     from ..schedule import resolve
-    from ..schedule.graph import uniquely_named
+    from ..te.graph import cut
+    from ..te.tensor import placeholders
 
-    model = device_model(device)
-    outs = uniquely_named(as_tensor_list(outputs, "build outputs"))
-    return _within_widths(resolve(schedule, outs, model), model.widths)
+    dev = select_device(device)
+    model = device_model(dev)
+    outs = as_tensor_list(outputs, "build outputs")
+    outs, ins = cut(outs, as_tensor_list(inputs, "build inputs") if inputs is not None else placeholders(outs))
+    renamed = _renamed(outs)
+    tuning = tuned.plan(schedule, renamed, ins, dev)
+    return _within_widths(resolve(tuning.schedule, renamed, model, lookup=tuning.lookup), model.widths)
 
 
 def _within_widths(sched, widths, why=None):
@@ -296,7 +303,9 @@ def build(outputs, inputs, schedule="auto", device=None):
     # a known build skips scheduling and code generation; the key holds the device's model, which
     # decides what "auto" means there
     target = device_key(dev) + "|" + model_token(model)
-    key = program_key(key_outputs, ins, schedule, target)
+    renamed = _renamed(outs)
+    tuning = tuned.plan(schedule, renamed, ins, dev)  # what tuning logs change (pa.tuned, pa.tuning_log)
+    key = program_key(key_outputs, ins, schedule, target + "|" + tuning.token)
     program = load_program(key, key_outputs, ins) if key is not None else None
     if program is not None:
         try:
@@ -305,7 +314,8 @@ def build(outputs, inputs, schedule="auto", device=None):
             warnings.warn(f"polyad: a cached program no longer builds ({str(e).splitlines()[0]}); "
                           "regenerating it", RuntimeWarning, stacklevel=2)
             forget_program(key)
-    program, module = _build_with_fallback(outs, ins, schedule, dev, model, single, user_inputs)
+    program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs)
+    tuned.warn_if_unused(tuning, schedule, dev)
     if key is not None:
         store_program(key, program)
         after = device_model(dev)
@@ -313,8 +323,8 @@ def build(outputs, inputs, schedule="auto", device=None):
             # the fallback denied widths, so the next build's key holds the narrower model: a schedule
             # given as data narrows there to what built here, so that key gets the program too
             # ("auto" is scheduled again for the narrower model instead)
-            store_program(program_key(key_outputs, ins, schedule, device_key(dev) + "|" + model_token(after)),
-                          program)
+            store_program(program_key(key_outputs, ins, schedule, device_key(dev) + "|" + model_token(after)
+                                      + "|" + tuning.token), program)
     return module
 
 
@@ -322,13 +332,12 @@ def _max_width(sched):
     return max([sched.default.vectorize] + [ss.vectorize for ss in sched.stages.values()])
 
 
-def _build_with_fallback(outs, ins, schedule, dev, model, single, user_inputs):
+def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
     from ..codegen import generate as codegen
     from ..runtime.module import Module
     from ..schedule import naive, prepare, resolve
 
-    renamed = _renamed(outs)
-    sched = resolve(schedule, renamed, model)
+    sched = resolve(tuning.schedule, renamed, model, lookup=tuning.lookup)
     sched = _within_widths(sched, model.widths, why=lambda names: (
         f"polyad: {_name(dev)} does not compile the vector widths the schedule asks for stages "
         f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"))

@@ -361,7 +361,7 @@ def naive():
     return Schedule("naive")
 
 
-def resolve(schedule, outputs=None, device=None):
+def resolve(schedule, outputs=None, device=None, lookup=None):
     """The :class:`Schedule` ``schedule`` stands for: the one place a schedule's name is interpreted.
 
     ``"naive"`` (or None), a Schedule, its dict or JSON text; ``"auto"`` runs
@@ -373,9 +373,12 @@ def resolve(schedule, outputs=None, device=None):
         text.
     :param outputs: the tensors of the graph; needed for ``"auto"`` and :class:`Auto`.
     :param device: for ``"auto"``: the device whose model the auto-scheduler uses (see :meth:`DeviceModel.of`).
+    :param lookup: for ``"auto"``: the tuning records to apply, ``op -> (StageSchedule, where) | None`` (see
+        :meth:`polyad.schedule.tuning.TuningDatabase.lookup_for`; ``pa.build`` passes the active database's).
     :returns: the :class:`Schedule`.
     :raises ScheduleError: when ``schedule`` is an unknown name or type, its dict or JSON is not a valid schedule,
-        or ``"auto"``/:class:`Auto` comes without ``outputs``.
+        ``"auto"``/:class:`Auto` comes without ``outputs``, or it is ``pa.tuned(log)`` (which needs the device
+        key: ``pa.build`` and ``pa.show`` resolve it).
     :raises DeviceError: for ``"auto"``, when the device's model cannot be had (no usable device, an unreadable
         recorded model).
     """
@@ -394,7 +397,12 @@ def resolve(schedule, outputs=None, device=None):
             raise ScheduleError("schedule 'auto' needs the graph: resolve(schedule, outputs, device)")
         from .auto import auto_schedule
 
-        return auto_schedule(outputs, device=device)
+        return auto_schedule(outputs, device=device, lookup=lookup)
+    from .tuning import Tuned
+
+    if isinstance(schedule, Tuned):
+        raise ScheduleError(f"{schedule!r} applies records of a device: resolve it with the device "
+                            "(pa.build, pa.show or polyad.pipeline.resolve_schedule)")
     if isinstance(schedule, dict):
         return Schedule.from_dict(schedule)
     if isinstance(schedule, str) and schedule.lstrip().startswith("{"):
@@ -439,9 +447,19 @@ def show(tensors, schedule="auto", device=None):
     :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
     """
     from ..te.printer import show as show_graph
+    from .tuning import Tuned
 
+    if isinstance(schedule, Tuned) or (isinstance(schedule, str) and schedule == "auto" and not _is_model(device)):
+        # the device's tuning records apply (pa.tuned, pa.tuning_log): the build driver knows the device
+        from ..pipeline import resolve_schedule  # noqa: PLC0415 - the scheduler's door to it, as DeviceModel.of
+
+        schedule = resolve_schedule(tensors, schedule, device)
     outs, sched = prepare(tensors, schedule, device)
     return sched.describe() + "\n\n" + show_graph(outs)
+
+
+def _is_model(device):
+    return isinstance(device, (DeviceModel, dict)) or (isinstance(device, str) and device.endswith(".json"))
 
 
 from ..te.printer import set_scheduled_show  # noqa: E402

@@ -1,0 +1,69 @@
+"""What a build takes from tuning logs (TVM's ``apply_history_best``).
+
+- ``schedule=pa.tuned(log)``: the fastest whole schedule logged for this graph (its workload key) on
+  this device; else the auto schedule with every stage that has a record on this device taking the
+  fastest one (its stage key); else the auto schedule, with a warning that says so.
+- ``schedule="auto"`` inside ``with pa.tuning_log(path):`` or with ``$POLYAD_TUNING_LOG`` set: the
+  auto schedule with the logged stages, as above (no warning for a graph without records).
+
+Records of another device, polyad version or schema are never applied
+(:class:`polyad.schedule.tuning.TuningDatabase`).  The stages that came from a log say so in the
+schedule's notes (``pa.show``, ``Schedule.describe``).
+"""
+
+import warnings
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``schedule`` for :func:`polyad.schedule.resolve`, the ``lookup`` its auto-scheduler takes, and
+    a ``token`` for the program cache key (the database's digest: a grown log is a new build)."""
+
+    schedule: object
+    lookup: object = None
+    token: str = ""
+
+
+def plan(schedule, renamed, inputs, dev):
+    """The :class:`Plan` of ``schedule`` for a build of ``renamed`` (uniquely named outputs) from
+    ``inputs`` on ``dev``."""
+    from ..runtime.device import device_key
+    from ..schedule.tuning import Tuned, active_database, workload_key
+
+    if isinstance(schedule, Tuned):
+        db = schedule.database()
+        dkey = device_key(dev)
+        hit = db.best_schedule(workload_key(renamed, inputs), dkey)
+        if hit is not None:
+            sched, rec = hit
+            import dataclasses
+
+            note = f"the fastest schedule of this graph in the tuning log: {rec.where()}"
+            return Plan(dataclasses.replace(sched, name="tuned", notes=(note,)), None, db.digest())
+        lookup = _Counting(db.lookup_for(dkey))
+        return Plan("auto", lookup, db.digest() + "|stages")
+    if isinstance(schedule, str) and schedule == "auto":
+        db = active_database()
+        if db is not None and len(db):
+            return Plan("auto", db.lookup_for(device_key(dev)), db.digest())
+    return Plan(schedule)
+
+
+class _Counting:
+    """A lookup that remembers whether it found anything (pa.tuned warns when it found nothing)."""
+
+    def __init__(self, lookup):
+        self.lookup, self.found = lookup, 0
+
+    def __call__(self, op):
+        hit = self.lookup(op)
+        self.found += hit is not None
+        return hit
+
+
+def warn_if_unused(p, schedule, dev):
+    """pa.tuned(log) on a graph with no record for this device: say that the build is auto's."""
+    if isinstance(p.lookup, _Counting) and not p.lookup.found:
+        warnings.warn(f"polyad: {schedule!r} has no record of this graph or any of its stages on "
+                      f"{dev.name.strip()}; using the auto schedule", RuntimeWarning, stacklevel=4)

@@ -1,0 +1,296 @@
+"""The auto-tuner: ``pa.tune`` measures schedules on the device and logs every measurement.
+
+It searches the space the auto-scheduler chooses from (:mod:`polyad.schedule.space`: graph decisions
+and per-stage candidates, :mod:`polyad.tune.configs`) with a model-guided evolutionary search
+(:mod:`polyad.tune.search`), measures candidates in batches (:mod:`polyad.tune.measure`: a pool of
+compiler processes, then one candidate at a time on the device, every output checked against the auto
+schedule's), and appends one JSON line per measurement to a tuning log
+(:mod:`polyad.schedule.tuning`).  The auto schedule is always candidate 0: the tuner never reports a
+slower one.  ``workers=`` a ``distributed.Client`` measures on a Dask cluster instead
+(:mod:`polyad.tune.cluster`).
+
+This layer sits above :mod:`polyad.pipeline` (it builds and runs); the schedule layer only reads the
+logs it writes.
+"""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from ..errors import PolyadError
+from ..schedule import Schedule
+
+__all__ = ["TuneResult", "tune"]
+
+
+@dataclass
+class TuneResult:
+    """What ``pa.tune`` found.
+
+    :param schedule: the fastest measured :class:`~polyad.schedule.Schedule` (the auto schedule when nothing beat it).
+    :param time: its median seconds per run.
+    :param auto_time: the auto schedule's, measured in the same run.
+    :param trials: measurements made in this run (the log's earlier ones not counted).
+    :param stages: per stage of the chosen schedule: ``{"auto": StageSchedule, "auto_time": s, "tuned":
+        StageSchedule, "tuned_time": s}`` (times from the kernels' profile; None where a stage exists on one side
+        only).
+    :param history: ``(trial, best seconds so far)`` after each measurement.
+    :param log: the tuning log's path, or None.
+    :param interrupted: True when Ctrl-C stopped the search (the log holds every measurement made).
+    :param wall: seconds by activity: ``compile``, ``measure``, ``search`` (the rest) and ``total``.
+    :param errors: trials that failed (build errors, wrong results, timeouts).
+    :param workload: the workload key the records carry.
+    :param device: the device key the best time was measured on.
+    """
+
+    schedule: Schedule
+    time: float
+    auto_time: float
+    trials: int
+    stages: dict = field(default_factory=dict)
+    history: list = field(default_factory=list)
+    log: str = None
+    interrupted: bool = False
+    wall: dict = field(default_factory=dict)
+    errors: int = 0
+    workload: str = ""
+    device: str = ""
+
+    @property
+    def speedup(self):
+        """The auto schedule's time over the tuned one's (at least 1.0)."""
+        return self.auto_time / self.time if self.time else 1.0
+
+    def trials_to(self, share=0.9):
+        """Trials needed to reach ``share`` of the final speed-up (over auto)."""
+        final = self.auto_time / self.time - 1.0 if self.time else 0.0
+        for n, best in self.history:
+            if self.auto_time / best - 1.0 >= share * final - 1e-12:
+                return n
+        return len(self.history)
+
+    def table(self):
+        """Per stage, auto against tuned: one line each."""
+        rows = [f"{'stage':32s} {'auto':>10s} {'tuned':>10s}  tuned schedule"]
+        for name, r in sorted(self.stages.items()):
+            a = "-" if r["auto_time"] is None else f"{r['auto_time'] * 1e3:.3f}ms"
+            t = "-" if r["tuned_time"] is None else f"{r['tuned_time'] * 1e3:.3f}ms"
+            rows.append(f"{name[:32]:32s} {a:>10s} {t:>10s}  {r['tuned'].describe() if r['tuned'] else '-'}")
+        rows.append(f"{'total (one run, median)':32s} {self.auto_time * 1e3:9.3f}ms {self.time * 1e3:9.3f}ms  "
+                    f"speed-up {self.speedup:.2f}x")
+        return "\n".join(rows)
+
+    def summary(self):
+        w = self.wall
+        busy = (w.get("compile", 0.0) + w.get("measure", 0.0)) / w["total"] if w.get("total") else 0.0
+        return (f"{self.trials} trials ({self.errors} failed), best {self.time * 1e3:.3f} ms against auto "
+                f"{self.auto_time * 1e3:.3f} ms: {self.speedup:.2f}x; {w.get('total', 0.0):.1f} s, "
+                f"{100 * busy:.0f}% compiling and measuring"
+                + (" (interrupted)" if self.interrupted else ""))
+
+
+def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None, workers=None, seed=0,
+         resume=True, data=None, batch=None, policy="evolutionary", name="", progress=False, repeat=5,
+         timeout=60.0, measurer=None):
+    """Search schedules for a build of ``outputs`` on the device, measuring each.
+
+    The auto schedule is measured first (candidate 0); every candidate's outputs are checked against its
+    outputs on the same inputs (a mismatch is logged as an error and never chosen).  With ``log``, one
+    JSON line per measurement is appended; ``resume=True`` reads the log first and never measures a
+    configuration it holds again.  Ctrl-C stops the search: the log stays valid and the result holds the
+    best so far (``interrupted``).  Apply the result with ``pa.build(..., schedule=result.schedule)`` or
+    ``schedule=pa.tuned(log)``.
+
+    :param outputs: a tensor or a list of tensors (as ``pa.build`` takes them).
+    :param inputs: the build's inputs.
+    :param trials: at most this many measurements (the auto schedule included).
+    :param time_budget: stop after about this many seconds (None: no limit).
+    :param log: the tuning log's path (JSON lines), or None.
+    :param device: as ``pa.build`` takes it.
+    :param workers: compiler processes at once (None: the machine's cores), or a ``distributed.Client``: build and
+        measure on the cluster's workers.
+    :param seed: the search's seed (a search on the same measurements is the same search).
+    :param resume: reuse the log's measurements of this workload and device.
+    :param data: arrays for ``inputs`` (None: reproducible random ones; zeros for integer inputs).
+    :param batch: candidates compiled together per round (None: twice the workers, at least 4).
+    :param policy: ``"evolutionary"`` (model-guided) or ``"random"``.
+    :param name: a readable name the records carry (``"softmax"``).
+    :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
+    :param repeat: timed runs per candidate (the median counts).
+    :param timeout: seconds a candidate's compile or first run may take.
+    :param measurer: a :class:`~polyad.tune.measure.Measurer` to use instead (tests: a fake device).
+    :returns: a :class:`TuneResult`.
+    :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
+    :raises TuningLogError: when ``log`` holds a corrupt line (not the torn last line of a crash).
+    :raises BuildError: when even the auto schedule does not build or run.
+    """
+    from ..schedule.auto import auto_schedule
+    from ..schedule.tuning import TuningLog, read_log, workload_key
+    from ..te.tensor import as_tensor_list
+    from .configs import ConfigSpace, seeded
+    from .search import POLICIES
+
+    if policy not in POLICIES:
+        raise PolyadError(f"tune: unknown policy {policy!r} (known: {sorted(POLICIES)})")
+    if not isinstance(trials, int) or trials < 1:
+        raise PolyadError(f"tune: trials must be a positive integer, got {trials!r}")
+    start = time.perf_counter()
+    outs_list = as_tensor_list(outputs, "tune outputs")
+    ins_list = as_tensor_list(inputs, "tune inputs")
+    if measurer is None:
+        measurer = _measurer(outs_list, ins_list, device, workers, data, repeat, timeout)
+    try:
+        ctx = measurer.context()
+        space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+        wkey = workload_key(ctx.outputs, ctx.inputs)
+        session = _Session(space, measurer, wkey, name, log, resume, read_log, TuningLog)
+        search = POLICIES[policy](space, seeded(seed), ctx.model)
+        n_batch = batch or max(4, 2 * getattr(measurer, "workers", 1))
+        bar = _bar(progress, trials)
+        try:
+            session.run([space.auto_config()], search, bar)
+            while session.trials < trials:
+                if time_budget is not None and time.perf_counter() - start > time_budget:
+                    break
+                want = min(n_batch, trials - session.trials)
+                configs = search.propose(want, session.seen)
+                if not configs:
+                    break  # the space is exhausted
+                session.run(configs, search, bar)
+        except KeyboardInterrupt:
+            session.interrupted = True
+            warnings.warn("polyad tune: interrupted; the log holds every measurement made", RuntimeWarning,
+                          stacklevel=2)
+        finally:
+            if bar is not None:
+                bar.close()
+            session.close()
+        return session.result(time.perf_counter() - start)
+    finally:
+        measurer.close()
+
+
+def _bar(progress, total):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="trial", desc="tuning", dynamic_ncols=True)
+
+
+def _measurer(outputs, inputs, device, workers, data, repeat, timeout):
+    import os
+
+    if workers is not None and not isinstance(workers, int):
+        from .cluster import DaskMeasurer
+
+        return DaskMeasurer(outputs, inputs, workers, device=device, data=data, repeat=repeat, timeout=timeout)
+    from .measure import LocalMeasurer
+
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    return LocalMeasurer(outputs, inputs, device=device, workers=n, data=data, repeat=repeat, timeout=timeout)
+
+
+class _Session:
+    """The measurements of one run: the log, the resume set, the best so far, the wall-time split."""
+
+    def __init__(self, space, measurer, wkey, name, log, resume, read_log, TuningLog):
+        from ..schedule.tuning import config_key
+
+        self.space, self.measurer, self.wkey, self.name = space, measurer, wkey, name
+        self.config_key = config_key
+        self.log_path = str(log) if log is not None else None
+        self.logged = {}  # config key -> Record (this workload and device, from an earlier run)
+        if log is not None and resume:
+            import os
+
+            if os.path.exists(log):
+                for r in read_log(log, strict=True):
+                    if r.workload == wkey and r.device == measurer.device_key and r.stale is None:
+                        self.logged[r.config] = r
+        self.trial_base = max((r.trial for r in self.logged.values()), default=0)
+        self.writer = TuningLog(log) if log is not None else None
+        self.seen = set()
+        self.results = {}  # config -> Trial
+        self.trials = 0
+        self.errors = 0
+        self.history = []
+        self.best = None  # (time, config)
+        self.auto = None  # Trial of config 0
+        self.interrupted = False
+        self.compile_s = self.measure_s = 0.0
+
+    def run(self, configs, search, bar):
+        from .measure import Trial
+
+        todo, scheds = [], []
+        for c in configs:
+            self.seen.add(c)
+            s = self.space.schedule(c, "auto" if c == self.space.auto_config() else "tuned")
+            rec = self.logged.get(self.config_key(s))
+            if rec is not None:
+                # measured in an earlier run: its times teach the search, nothing is measured again
+                t = Trial(rec.time, tuple(rec.times), {n: e.get("time") for n, e in rec.stages.items()
+                                                       if e.get("time") is not None}, rec.error, rec.device)
+                self._tell(c, s, t, search, write=False)
+                continue
+            todo.append(c)
+            scheds.append(s)
+        if not todo:
+            return
+        for c, s, t in zip(todo, scheds, self.measurer.measure(scheds)):
+            self.compile_s += t.compile_s
+            self.measure_s += t.measure_s
+            self.trials += 1
+            self._tell(c, s, t, search, write=True)
+            if bar is not None:
+                bar.update(1)
+                if self.best is not None and self.auto is not None and self.auto.ok:
+                    bar.set_postfix(best=f"{self.best[0] * 1e3:.3f}ms",
+                                    speedup=f"{self.auto.time / self.best[0]:.2f}x")
+
+    def _tell(self, c, s, t, search, write):
+        from ..schedule.tuning import Record, stage_key
+
+        self.results[c] = t
+        search.tell(c, t)
+        if c == self.space.auto_config():
+            self.auto = t
+        if t.ok:
+            if self.best is None or t.time < self.best[0]:
+                self.best = (t.time, c)
+        else:
+            self.errors += write
+        if write:
+            self.history.append((self.trials, self.best[0] if self.best else None))
+        if write and self.writer is not None:
+            self.writer.append(Record.of(
+                s, self.wkey, t.device or self.measurer.device_key, trial=self.trial_base + self.trials,
+                candidate="auto" if c == self.space.auto_config() else search.name, name=self.name,
+                stages={ch.name: (stage_key(ch.op), ss, t.stages.get(ch.name)) for ch, ss in self.space.stage_pairs(c)},
+                times=t.times if t.ok else (), error=t.error))
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+    def result(self, total):
+        if self.auto is None or not self.auto.ok:
+            raise PolyadError(f"tune: the auto schedule did not run: {self.auto.error if self.auto else 'no trial'}")
+        best_t, best_c = self.best
+        if best_t >= self.auto.time:
+            best_t, best_c = self.auto.time, self.space.auto_config()
+        sched = self.space.schedule(best_c, "tuned" if best_c != self.space.auto_config() else "auto")
+        auto_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(self.space.auto_config())}
+        tuned_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(best_c)}
+        tt = self.results[best_c].stages
+        stages = {}
+        for n in sorted(set(auto_pairs) | set(tuned_pairs)):
+            stages[n] = {"auto": auto_pairs.get(n), "auto_time": self.auto.stages.get(n) if n in auto_pairs else None,
+                         "tuned": tuned_pairs.get(n), "tuned_time": tt.get(n) if n in tuned_pairs else None}
+        search_s = max(0.0, total - self.compile_s - self.measure_s)
+        history = [(n, min(b, self.auto.time) if b is not None else self.auto.time) for n, b in self.history]
+        return TuneResult(sched, best_t, self.auto.time, self.trials, stages, history, self.log_path,
+                          self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
+                                             "search": search_s, "total": total}, self.errors, self.wkey,
+                          self.measurer.device_key)

@@ -1,0 +1,283 @@
+"""Measuring schedules on the device: compile in parallel, check, time, one build at a time.
+
+A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :class:`Trial` results.
+:class:`LocalMeasurer` does it on this machine's device:
+
+1. generate every candidate's program here (Python: codegen is cheap next to LLVM);
+2. compile the programs the kernel cache lacks in a pool of compiler processes
+   (:func:`polyad.runtime.cache.precompile`): a compiler that aborts costs its candidate, not the run;
+3. one candidate at a time on the device: run it once on fixed inputs and compare every output with
+   the auto schedule's (relative error at most ``rtol``, the benchmark's tolerance: a mismatch is an
+   error, never a result); then a warm-up, ``repeat`` timed runs (the median is the trial's time) and
+   one :meth:`~polyad.runtime.Module.profile`, whose per-kernel medians give every stage's time at once
+   (Ansor's joint measurement: one build measures a candidate for every stage).
+
+A candidate whose first run takes longer than ``timeout`` seconds (or ``slow`` times the auto
+schedule's) is stopped there and recorded as an error.  :class:`FunctionMeasurer` is a device made of a
+function (tests, and searching a recorded space).
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BuildError, PolyadError
+
+# the benchmark suite's tolerance (polyad.bench.report.ERR_FLAG): max |got - ref| / max |ref|
+RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What measuring one schedule gave.
+
+    :param time: median seconds of a whole run (None after an error).
+    :param times: every timed run, seconds.
+    :param stages: stage name -> seconds of its kernels (per-kernel medians of one profile).
+    :param error: why there is no time (a build error, a wrong result, a timeout), else None.
+    :param device: the key of the device it ran on.
+    :param compile_s: seconds spent compiling it (its share of the batch's compile time).
+    :param measure_s: seconds spent running it.
+    """
+
+    time: float = None
+    times: tuple = ()
+    stages: dict = field(default_factory=dict)
+    error: str = None
+    device: str = ""
+    compile_s: float = 0.0
+    measure_s: float = 0.0
+
+    @property
+    def ok(self):
+        return self.error is None and self.time is not None
+
+
+def rel_error(got, ref):
+    """max over outputs of max|got - ref| / max|ref| (NaN where they disagree on NaN-ness)."""
+    worst = 0.0
+    for g, r in zip(got, ref):
+        g = np.asarray(g, dtype=np.float64).reshape(np.shape(r))
+        r = np.asarray(r, dtype=np.float64)
+        if not np.array_equal(np.isnan(g), np.isnan(r)):
+            return float("nan")
+        g, r = np.nan_to_num(g), np.nan_to_num(r)
+        scale = float(np.max(np.abs(r))) if r.size else 0.0
+        err = float(np.max(np.abs(g - r))) if r.size else 0.0
+        worst = max(worst, err / scale if scale else err)
+    return worst
+
+
+def default_data(inputs, seed=0):
+    """Reproducible arrays for ``inputs``: standard normal floats, zeros for integers and booleans (a
+    zero is a valid index or label)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in inputs:
+        if np.dtype(t.dtype).kind == "f":
+            out.append(rng.standard_normal(t.shape).astype(t.dtype))
+        else:
+            out.append(np.zeros(t.shape, dtype=t.dtype if t.dtype != "bool" else np.bool_))
+    return out
+
+
+@dataclass(frozen=True)
+class Context:
+    """The graph a measurer builds, as the search sees it.
+
+    :param outputs: the outputs, cut at fed inputs and uniquely named (as ``pa.build`` renames them).
+    :param inputs: the build's placeholders, in order.
+    :param model: the device's :class:`~polyad.schedule.DeviceModel`.
+    :param auto: the auto :class:`~polyad.schedule.Schedule` of ``outputs`` on ``model`` (candidate 0).
+    """
+
+    outputs: list
+    inputs: list
+    model: object
+    auto: object
+
+
+def graph_context(outputs, inputs, model):
+    """The :class:`Context` of a build of ``outputs`` from ``inputs`` planned for ``model``."""
+    from ..pipeline import _renamed
+    from ..schedule.auto import auto_schedule
+    from ..te.graph import cut
+    from ..te.tensor import as_tensor_list
+
+    outs, ins = cut(as_tensor_list(outputs, "tune outputs"), as_tensor_list(inputs, "tune inputs"))
+    outs = _renamed(outs)
+    return Context(outs, list(ins), model, auto_schedule(outs, device=model, renamed=True))
+
+
+class Measurer:
+    """Measures batches of schedules.  ``device_key`` names the device its trials ran on."""
+
+    device_key = ""
+    workers = 1
+
+    def context(self):
+        """The :class:`Context` of the graph it measures."""
+        return self._context
+
+    def measure(self, schedules):
+        """One :class:`Trial` per schedule, in order."""
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+class LocalMeasurer(Measurer):
+    """Measures on a device of this machine.
+
+    :param outputs: the tensors to compute (as ``pa.build`` takes them).
+    :param inputs: the build's inputs.
+    :param device: as ``pa.build`` takes it.
+    :param workers: compiler processes run at once.
+    :param data: arrays for the inputs (None: :func:`default_data`).
+    :param repeat: timed runs per candidate (the median counts).
+    :param warmup: untimed runs before them.
+    :param timeout: seconds a candidate's compile or first run may take.
+    :param slow: a candidate whose first run takes this many times the auto schedule's median stops there.
+    :param rtol: the relative error a candidate's outputs may have against the auto schedule's.
+    :raises BuildError: when the auto schedule (the reference) does not build or run.
+    """
+
+    def __init__(self, outputs, inputs, device=None, workers=1, data=None, repeat=5, warmup=1,
+                 timeout=60.0, slow=20.0, rtol=RTOL):
+        from ..pipeline import device_model, select_device
+        from ..runtime.device import device_key
+        from ..te.tensor import as_tensor_list
+
+        self.dev = select_device(device)
+        self.device_key = device_key(self.dev)
+        self.user_inputs = as_tensor_list(inputs, "tune inputs")
+        self._context = graph_context(outputs, self.user_inputs, device_model(self.dev))
+        self.outs, self.ins = self._context.outputs, self._context.inputs
+        self.workers, self.repeat, self.warmup = max(1, int(workers)), repeat, warmup
+        self.timeout, self.slow, self.rtol = timeout, slow, rtol
+        self.arrays = list(data) if data is not None else default_data(self.ins)
+        if len(self.arrays) != len(self.ins):
+            raise PolyadError(f"tune: data has {len(self.arrays)} arrays for {len(self.ins)} inputs")
+        self.ref_out, self.ref_time = None, None
+        first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
+        if not first.ok:
+            raise BuildError(f"tune: the auto schedule does not run, so there is nothing to check candidates "
+                             f"against: {first.error}")
+        self.ref_time = first.time
+
+    def _program(self, schedule):
+        from ..codegen import generate as codegen
+        from ..schedule import prepare
+
+        g, loop = prepare(self.outs, schedule)
+        return codegen(g, self.ins, loop)
+
+    def measure(self, schedules):
+        from ..runtime.cache import precompile
+        from ..runtime.module import BUILD_OPTIONS, launch_plan, trial_launches
+
+        t0 = time.perf_counter()
+        programs, errors = [], []
+        for s in schedules:
+            try:
+                programs.append(self._program(s))
+                errors.append(None)
+            except PolyadError as e:
+                programs.append(None)
+                errors.append(f"{type(e).__name__}: {e}")
+        live = [i for i, p in enumerate(programs) if p is not None and p.kernels]
+        built = precompile([(programs[i].source, BUILD_OPTIONS, trial_launches(launch_plan(programs[i])))
+                            for i in live], self.dev, workers=self.workers, timeout=self.timeout)
+        for i, e in zip(live, built):
+            if e is not None:
+                errors[i] = _first_line(e)
+        compile_s = (time.perf_counter() - t0) / max(1, len(schedules))
+        out = []
+        for p, err in zip(programs, errors):
+            t1 = time.perf_counter()
+            if err is None:
+                trial = self._run(p)
+            else:
+                trial = Trial(error=err, device=self.device_key)
+            out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
+                             time.perf_counter() - t1))
+        return out
+
+    def _run(self, program):
+        from ..runtime.module import Module
+
+        try:
+            mod = Module(program, self.dev, single_output=False, inputs=self.user_inputs)
+            bufs = mod.to_device(*self.arrays)
+            t0 = time.perf_counter()
+            mod.run(*bufs)
+            first = time.perf_counter() - t0
+            n = len(self.ins)
+            got = [mod.download(t, b) for t, b in zip(program.outputs, bufs[n:])]
+        except PolyadError as e:
+            return Trial(error=_first_line(e))
+        if self.ref_out is None:
+            self.ref_out = got
+        else:
+            err = rel_error(got, self.ref_out)
+            if not err <= self.rtol:
+                return Trial(error=f"wrong result: relative error {err:.3g} against the auto schedule's "
+                                   f"outputs (tolerance {self.rtol:g})")
+        limit = self.timeout if self.ref_time is None else min(self.timeout, self.slow * self.ref_time)
+        if first > limit:
+            return Trial(error=f"timeout: one run took {first:.3g} s (limit {limit:.3g} s)")
+        for _ in range(self.warmup):
+            mod.run(*bufs)
+        times = []
+        for _ in range(self.repeat):
+            t0 = time.perf_counter()
+            mod.run(*bufs)
+            times.append(time.perf_counter() - t0)
+        med = float(np.median(times))
+        kernels = mod.profile(*self.arrays, repeat=max(1, self.repeat // 2), warmup=0)
+        stages = {}
+        for k in program.kernels:
+            stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)
+        return Trial(med, tuple(times), stages)
+
+
+def _first_line(e):
+    text = str(e).strip().splitlines()
+    head = text[0] if text else type(e).__name__
+    errs = [ln.strip() for ln in text if "error" in ln.lower() and ln.strip() != head]
+    return f"{type(e).__name__}: {head}" + (f" ({errs[0][:200]})" if errs else "")
+
+
+class FunctionMeasurer(Measurer):
+    """A device made of a function: ``stage_time(stage name, StageSchedule, Schedule) -> seconds``.
+
+    A trial's time is the sum of its stages' times; ``error(schedule)`` may return an error text (a
+    candidate that "does not compile").  Deterministic: the search's tests run on it.
+
+    :param context: the :class:`Context` of the graph (:func:`graph_context` on a recorded model).
+    :param stage_time: the function.
+    :param stage_names: the stages of a schedule (``schedule -> iterable of names``).
+    :param error: ``schedule -> str | None``.
+    :param device_key: the name its trials carry.
+    """
+
+    def __init__(self, context, stage_time, stage_names, error=None, device_key="fake-device"):
+        self._context = context
+        self.stage_time, self.stage_names, self.error = stage_time, stage_names, error
+        self.device_key = device_key
+        self.calls = 0
+
+    def measure(self, schedules):
+        out = []
+        for s in schedules:
+            self.calls += 1
+            err = self.error(s) if self.error else None
+            if err:
+                out.append(Trial(error=err, device=self.device_key))
+                continue
+            stages = {n: float(self.stage_time(n, s.for_stage(n), s)) for n in self.stage_names(s)}
+            total = sum(stages.values())
+            out.append(Trial(total, (total,), stages, None, self.device_key))
+        return out

@@ -1,0 +1,181 @@
+"""Search policies over a :class:`~polyad.tune.configs.ConfigSpace`.
+
+:class:`Evolutionary` is Ansor's loop, at the scale of a gradient graph: each round breeds a few
+hundred configs from the fastest measured ones (mutation: another candidate for one or two stages,
+or another graph variant; crossover: per stage, one parent's candidate), adds the best-of-each-stage
+combination of every variant (stages are measured jointly, so their times are known separately), ranks
+them with a cost model and measures the top of the ranking plus a few random ones (exploration).
+
+The cost model predicts a stage's log time from :func:`polyad.schedule.cost.stage_features` (isl counts,
+the schedule, the analytic model's own terms) with gradient-boosted trees (scikit-learn's
+``GradientBoostingRegressor``), retrained on every measured stage after each round; a config's
+prediction is the sum over its stages.  Until enough stages are measured it ranks by the analytic
+model (:func:`~polyad.schedule.cost.stage_cost`).  :class:`RandomSearch` is the baseline it must beat.
+"""
+
+import math
+
+import numpy as np
+
+_MIN_SAMPLES = 12  # measured stages before the learned model ranks
+_POOL = 384  # configs bred per round
+
+
+class CostModel:
+    """Gradient-boosted trees on (stage features -> log seconds), with the analytic model as prior."""
+
+    def __init__(self, model, seed=0):
+        self.dm = model
+        self.seed = seed
+        self.X, self.y = [], []
+        self.keys = None
+        self.reg = None
+        self._feat = {}
+
+    def features(self, choice, ss):
+        key = (id(choice), ss)
+        f = self._feat.get(key)
+        if f is None:
+            from ..schedule.cost import stage_features
+
+            d = stage_features(choice.info, ss, self.dm)
+            if self.keys is None:
+                self.keys = sorted(d)
+            f = np.array([float(d[k]) for k in self.keys], dtype=np.float64)
+            self._feat[key] = f
+        return f
+
+    def add(self, space, config, trial):
+        for choice, ss in space.stage_pairs(config):
+            t = trial.stages.get(choice.name)
+            if t is not None and t > 0:
+                self.X.append(self.features(choice, ss))
+                self.y.append(math.log(t))
+
+    def fit(self):
+        if len(self.y) < _MIN_SAMPLES:
+            self.reg = None
+            return
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        # exact (not histogram) trees: a search has tens to a few thousand samples, where the histogram
+        # learner's per-iteration threading costs seconds a fit and these take milliseconds
+        self.reg = GradientBoostingRegressor(n_estimators=80, max_depth=3, learning_rate=0.15, min_samples_leaf=2,
+                                             random_state=self.seed)
+        self.reg.fit(np.array(self.X), np.array(self.y))
+
+    def predict(self, space, configs):
+        """Predicted seconds of each config."""
+        from ..schedule.cost import stage_cost
+
+        if not configs:
+            return []
+        pairs = [space.stage_pairs(c) for c in configs]
+        if self.reg is None:
+            return [sum(stage_cost(ch.info, ss, self.dm) for ch, ss in p) for p in pairs]
+        rows = [self.features(ch, ss) for p in pairs for ch, ss in p]
+        pred = np.exp(self.reg.predict(np.array(rows))) if rows else np.array([])
+        out, i = [], 0
+        for p in pairs:
+            out.append(float(pred[i:i + len(p)].sum()))
+            i += len(p)
+        return out
+
+
+class RandomSearch:
+    """Uniformly random configs (the baseline)."""
+
+    name = "random"
+
+    def __init__(self, space, rng, model=None):
+        self.space, self.rng = space, rng
+
+    def tell(self, config, trial):
+        pass
+
+    def propose(self, n, seen):
+        out, tries = [], 0
+        while len(out) < n and tries < 50 * n:
+            tries += 1
+            c = self.space.random(self.rng)
+            if c not in seen and c not in out:
+                out.append(c)
+        return out
+
+
+class Evolutionary:
+    """Model-guided evolutionary search (see the module docstring).
+
+    :param space: the :class:`~polyad.tune.configs.ConfigSpace`.
+    :param rng: a ``random.Random`` (the whole search is deterministic given it and the trials).
+    :param model: the :class:`~polyad.schedule.DeviceModel` (the prior and the features).
+    :param eps: the share of each batch measured at random from the bred pool (exploration).
+    """
+
+    name = "evolutionary"
+
+    def __init__(self, space, rng, model, eps=0.25):
+        self.space, self.rng, self.eps = space, rng, eps
+        self.cost = CostModel(model, seed=rng.randrange(1 << 30))
+        self.results = {}  # config -> Trial
+        self._fresh = False
+
+    def tell(self, config, trial):
+        self.results[config] = trial
+        if trial.ok:
+            self.cost.add(self.space, config, trial)
+            self._fresh = True
+
+    def _parents(self, k=8):
+        ok = sorted((t.time, c) for c, t in self.results.items() if t.ok)
+        return [c for _, c in ok[:k]] or [self.space.auto_config()]
+
+    def _best_of_each_stage(self):
+        """Per variant, every stage's fastest measured candidate."""
+        best = {}
+        for c, t in self.results.items():
+            if not t.ok:
+                continue
+            v, picks = c
+            for i, (choice, p) in enumerate(zip(self.space.variants[v].stages, picks)):
+                s = t.stages.get(choice.name)
+                if s is not None and ((v, i) not in best or s < best[(v, i)][0]):
+                    best[(v, i)] = (s, p)
+        out = []
+        for v, var in enumerate(self.space.variants):
+            if all((v, i) in best for i in range(len(var.stages))):
+                out.append((v, tuple(best[(v, i)][1] for i in range(len(var.stages)))))
+        return out
+
+    def propose(self, n, seen):
+        if self._fresh:
+            self.cost.fit()
+            self._fresh = False
+        rng, space = self.rng, self.space
+        parents = self._parents()
+        pool = []
+        for _ in range(_POOL):
+            r = rng.random()
+            if r < 0.6:
+                c = space.mutate(rng.choice(parents), rng)
+            elif r < 0.85 and len(parents) > 1:
+                c = space.mutate(space.crossover(rng.choice(parents), rng.choice(parents), rng), rng, 0.0)
+            else:
+                c = space.random(rng)
+            pool.append(c)
+        pool = [c for c in dict.fromkeys(pool) if c not in seen]
+        out = [c for c in self._best_of_each_stage() if c not in seen][:max(1, n // 2)]
+        pool = [c for c in pool if c not in out]
+        if not pool:
+            return out[:n]
+        n_rand = min(len(pool), int(round(self.eps * (n - len(out)))) if n - len(out) > 1 else 0)
+        scores = self.cost.predict(space, pool)
+        ranked = [c for _, _, c in sorted(zip(scores, range(len(pool)), pool))]
+        out += ranked[:max(0, n - len(out) - n_rand)]
+        rest = [c for c in pool if c not in out]
+        rng.shuffle(rest)
+        out += rest[:n - len(out)]
+        return out[:n]
+
+
+POLICIES = {"evolutionary": Evolutionary, "random": RandomSearch}

@@ -1,0 +1,163 @@
+"""The tuner on the device at tiny shapes: measured trials, outputs checked, a compiler crash costs one candidate,
+the log applied by pa.tuned / pa.tuning_log / $POLYAD_TUNING_LOG, the CLI, and a Dask LocalCluster."""
+
+import dataclasses
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.schedule.tuning import read_log
+from polyad.tune.measure import LocalMeasurer
+
+pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
+
+
+def _dense_backward(names=("X", "W", "H"), n=24):
+    X = pa.placeholder((8, n), name=names[0])
+    W = pa.placeholder((16, n), name=names[1])
+    Y = pa.nn.relu(pa.nn.dense(X, W))
+    H = pa.placeholder(Y.shape, name=names[2])
+    return list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+
+
+def _arrays(ins, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(t.shape).astype("float32") for t in ins]
+
+
+def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
+    outs, ins = _dense_backward()
+    log = tmp_path / "dense.jsonl"
+    res = pa.tune(outs, ins, trials=6, log=log, workers=2, seed=0, name="dense", repeat=3)
+    assert res.trials == 6 and res.time <= res.auto_time
+    recs = read_log(log)
+    assert len(recs) == 6 and recs[0].candidate == "auto" and all(r.name == "dense" for r in recs)
+    assert all(r.error is None and r.time > 0 for r in recs)
+    assert all(e["time"] is not None and e["time"] > 0 for r in recs for e in r.stages.values())
+    assert res.wall["compile"] > 0 and res.wall["measure"] > 0
+    # the result, applied three ways, computes the gradient
+    a = _arrays(ins)
+    ref = pa.evaluate(outs, dict(zip(ins, a)))
+    for sched in (res.schedule, pa.tuned(log)):
+        got = pa.build(outs, ins, schedule=sched)(*a)
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_pa_tuned_applies_the_best_whole_schedule_of_the_graph(tmp_path):
+    from polyad.pipeline import resolve_schedule
+
+    outs, ins = _dense_backward()
+    log = tmp_path / "log.jsonl"
+    res = pa.tune(outs, ins, trials=5, log=log, workers=2, repeat=3)
+    best = min((r for r in read_log(log) if r.time is not None), key=lambda r: r.time)
+    got = resolve_schedule(outs, pa.tuned(log), inputs=ins)
+    assert got.stages == best.schedule_object().stages and got.inline == best.schedule_object().inline
+    assert got.name == "tuned" and "tuning log" in got.notes[0]
+    assert res.schedule.stages == got.stages
+
+
+def test_stage_records_apply_to_another_graph_with_the_same_stages(tmp_path, monkeypatch):
+    """Keys are structural: a graph with other names gets the logged stages, and pa.show says so."""
+    outs, ins = _dense_backward()
+    log = tmp_path / "log.jsonl"
+    pa.tune(outs, ins, trials=3, log=log, workers=2, repeat=3)
+    outs2, ins2 = _dense_backward(names=("A", "B", "G"))
+    with pa.tuning_log(log):
+        text = pa.show(outs2, schedule="auto")
+    assert "from the tuning log" in text
+    monkeypatch.setenv("POLYAD_TUNING_LOG", str(log))
+    text = pa.show(outs2, schedule="auto")
+    assert "from the tuning log" in text
+    monkeypatch.delenv("POLYAD_TUNING_LOG")
+    assert "from the tuning log" not in pa.show(outs2, schedule="auto")
+
+
+def test_pa_tuned_on_a_graph_without_records_falls_back_to_auto_and_says_so(tmp_path):
+    outs, ins = _dense_backward()
+    log = tmp_path / "log.jsonl"
+    pa.tune(outs, ins, trials=2, log=log, workers=1, repeat=2)
+    X = pa.placeholder((5, 7), name="X")
+    Y = pa.compute((5,), lambda i: X[i, 0] * 3.0, name="Y")
+    with pytest.warns(RuntimeWarning, match="no record of this graph"):
+        mod = pa.build(Y, [X], schedule=pa.tuned(log))
+    x = np.arange(35, dtype="float32").reshape(5, 7)
+    np.testing.assert_allclose(mod(x), x[:, 0] * 3.0)
+
+
+class _Crashing(LocalMeasurer):
+    """Every candidate but the reference gets a kernel that takes the compiler's process down at its trial
+    launch (as an LLVM abort would)."""
+
+    def _program(self, schedule):
+        p = super()._program(schedule)
+        if schedule.name == "auto" or not p.kernels:
+            return p
+        head, sep, rest = p.source.partition("__kernel")
+        brace = rest.index("{") + 1
+        return dataclasses.replace(p, source=head + sep + rest[:brace] + " __builtin_trap();" + rest[brace:])
+
+
+def test_a_candidate_whose_compile_aborts_costs_one_trial_not_the_run(tmp_path):
+    outs, ins = _dense_backward(n=20)
+    m = _Crashing(outs, ins, workers=2, repeat=2)
+    log = tmp_path / "log.jsonl"
+    res = pa.tune(outs, ins, trials=4, log=log, measurer=m)
+    recs = read_log(log)
+    assert recs[0].error is None
+    crashed = [r for r in recs[1:] if r.error]
+    assert crashed and all("CompilerCrash" in r.error for r in crashed)
+    assert res.schedule.name == "auto" and res.time == res.auto_time
+
+
+def test_a_wrong_result_is_an_error_never_chosen(tmp_path):
+    outs, ins = _dense_backward(n=20)
+
+    class Wrong(LocalMeasurer):
+        def _program(self, schedule):
+            p = super()._program(schedule)
+            if schedule.name == "auto":
+                return p
+            # every accumulator starts at 1 instead of 0 (scalar and vector initialisations)
+            src = p.source.replace(" = 0.0f;", " = 1.0f;").replace("(0.0f)", "(1.0f)")
+            return dataclasses.replace(p, source=src)
+
+    res = pa.tune(outs, ins, trials=4, measurer=Wrong(outs, ins, workers=2, repeat=2), log=tmp_path / "l.jsonl")
+    recs = read_log(tmp_path / "l.jsonl")
+    assert any(r.error and r.error.startswith("wrong result") for r in recs), [r.error for r in recs]
+    from polyad.schedule.tuning import config_key
+
+    assert config_key(res.schedule) not in {r.config for r in recs if r.error}
+
+
+def test_the_cli_tunes_a_workload_and_prints_the_schedule_and_table(tmp_path, capsys):
+    from polyad.cli import main
+
+    log = tmp_path / "cli.jsonl"
+    rc = main(["tune", "--workload", "softmax", "--shapes", "tiny", "--trials", "4", "--log", str(log),
+               "--workers", "2", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "schedule 'auto'" in out or "schedule 'tuned'" in out
+    assert "speed-up" in out and "total (one run, median)" in out and "trials" in out
+    assert len(read_log(log)) == 4
+    rc = main(["tune", "--workload", "nope", "--shapes", "tiny", "--no-progress"])
+    assert rc == 2 and "unknown workload" in capsys.readouterr().err
+
+
+def test_dask_local_cluster_builds_and_measures_on_its_workers(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    outs, ins = _dense_backward(n=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
+                distributed.Client(c) as client:
+            res = pa.tune(outs, ins, trials=4, workers=client, log=tmp_path / "dask.jsonl", repeat=2)
+    recs = read_log(tmp_path / "dask.jsonl")
+    assert len(recs) == 4 and all(r.error is None for r in recs), [r.error for r in recs]
+    assert all(r.device == res.device for r in recs)
+    assert res.time <= res.auto_time
+    assert json.loads(res.schedule.to_json())

@@ -1,0 +1,206 @@
+"""The tuner's search on a fake device (a fixed function of the schedule): deterministic, better than random
+search at equal trials, never worse than auto; the log, resume, torn and corrupt logs, Ctrl-C, failing
+candidates.  No OpenCL: the space is a recorded device model's."""
+
+import json
+import math
+import statistics
+import warnings
+
+import pytest
+
+import polyad as pa
+from polyad.schedule import DeviceModel
+from polyad.schedule.cost import stage_cost
+from polyad.schedule.tuning import read_log
+from polyad.tune.configs import ConfigSpace
+from polyad.tune.measure import FunctionMeasurer, graph_context
+
+_DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
+ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
+
+
+def _conv_backward():
+    X = pa.placeholder((2, 4, 14, 14), name="X")
+    W = pa.placeholder((8, 4, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W)
+    H = pa.placeholder(Y.shape, name="H")
+    return list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+
+
+def _softmax_backward():
+    X = pa.placeholder((8, 64), name="X")
+    W = pa.placeholder((128, 64), name="W")
+    Y = pa.nn.softmax(pa.nn.dense(X, W))
+    H = pa.placeholder(Y.shape, name="H")
+    return list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+
+
+def _quirk(ss):
+    """What the analytic model does not know: this 'device' likes 8-wide innermost tiles, unroll 2, and
+    dislikes float16 (a fixed, deterministic function of the schedule)."""
+    f = 1.0
+    if ss.tile:
+        f *= 1.0 + 0.35 * abs(math.log2(ss.tile[-1] / 8.0))
+    f *= 0.8 if ss.unroll == 2 else 1.0
+    f *= 1.6 if ss.vectorize == 16 else 1.0
+    return f
+
+
+def _fake(ctx, error=None):
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    infos = {s.name: s.info for v in space.variants for s in v.stages}
+
+    def stage_time(name, ss, sched):
+        return stage_cost(infos[name], ss, ZEN5) * _quirk(ss)
+
+    def names(sched):
+        v = next(v for v in space.variants if v.inline == sched.inline and dict(v.rfactor) == sched.rfactor
+                 and v.pad == sched.pad)
+        return [s.name for s in v.stages]
+
+    return space, FunctionMeasurer(ctx, stage_time, names, error=error)
+
+
+def _optimum(space, measurer):
+    """The fake device's optimum over the whole space: per variant, every stage's best candidate (the
+    function is a sum over stages)."""
+    best = math.inf
+    for v in space.variants:
+        best = min(best, sum(min(measurer.stage_time(s.name, ss, None) for ss in s.candidates) for s in v.stages))
+    return best
+
+
+@pytest.fixture(scope="module")
+def conv():
+    outs, ins = _conv_backward()
+    return graph_context(outs, ins, ZEN5), outs, ins
+
+
+def _tune(ctx, outs, ins, **kw):
+    _, m = _fake(ctx, kw.pop("error", None))
+    return pa.tune(outs, ins, measurer=m, **kw), m
+
+
+def test_a_seeded_search_is_deterministic(conv):
+    ctx, outs, ins = conv
+    a, _ = _tune(ctx, outs, ins, trials=24, seed=3)
+    b, _ = _tune(ctx, outs, ins, trials=24, seed=3)
+    assert a.schedule.to_json() == b.schedule.to_json()
+    assert a.history == b.history and a.time == b.time
+
+
+def test_auto_is_candidate_0_and_the_result_is_never_slower(conv):
+    ctx, outs, ins = conv
+    res, _ = _tune(ctx, outs, ins, trials=10)
+    assert res.history[0][1] == res.auto_time  # the first measurement is auto's
+    assert res.time <= res.auto_time and res.speedup >= 1.0
+    assert set(res.stages) >= set(ctx.auto.stages)
+
+
+def test_the_model_guided_search_beats_random_search_at_equal_trials(conv):
+    """Over 5 seeds at 40 trials: closer to the optimum on average, and it reaches within 5% of it."""
+    ctx, outs, ins = conv
+    space, m = _fake(ctx)
+    opt = _optimum(space, m)
+    ours, rand = [], []
+    for seed in range(5):
+        ours.append(_tune(ctx, outs, ins, trials=40, seed=seed)[0].time / opt)
+        rand.append(_tune(ctx, outs, ins, trials=40, seed=seed, policy="random")[0].time / opt)
+    assert statistics.mean(ours) < statistics.mean(rand), (ours, rand)
+    assert min(ours) <= 1.05, ours
+
+
+def test_a_failing_candidate_is_logged_as_an_error_and_never_chosen(conv, tmp_path):
+    ctx, outs, ins = conv
+    # every schedule with an unroll > 1 'computes a wrong result' on this device
+    bad = lambda s: "wrong result: relative error 0.5" if any(ss.unroll > 1 for ss in s.stages.values()) else None  # noqa: E731
+    log = tmp_path / "log.jsonl"
+    res, _ = _tune(ctx, outs, ins, trials=16, error=bad, log=log)
+    assert res.errors > 0
+    assert all(ss.unroll == 1 for ss in res.schedule.stages.values())
+    recs = read_log(log)
+    assert len(recs) == 16 and sum(r.error is not None for r in recs) == res.errors
+    assert all(r.time is None for r in recs if r.error)
+
+
+def test_resume_never_measures_a_configuration_twice(conv, tmp_path):
+    ctx, outs, ins = conv
+    log = tmp_path / "log.jsonl"
+    first, m1 = _tune(ctx, outs, ins, trials=12, log=log, seed=1)
+    second, m2 = _tune(ctx, outs, ins, trials=12, log=log, seed=1)
+    recs = read_log(log)
+    assert len(recs) == 24 and len({r.config for r in recs}) == 24  # twelve new ones, none repeated
+    assert m2.calls == 12
+    assert second.time <= first.time  # the earlier run's records count
+    assert [r.trial for r in recs] == list(range(1, 25))
+
+
+def test_a_torn_last_line_is_skipped_with_a_warning_and_the_run_goes_on(conv, tmp_path):
+    ctx, outs, ins = conv
+    log = tmp_path / "log.jsonl"
+    _tune(ctx, outs, ins, trials=4, log=log)
+    with open(log, "a") as f:
+        f.write('{"schema": 1, "workload": "abc", "dev')  # a crash mid-write
+    with pytest.warns(RuntimeWarning, match="log.jsonl"):
+        res, m = _tune(ctx, outs, ins, trials=8, log=log)
+    assert m.calls == 8  # eight new configurations: the four intact records were reused, not measured
+    recs = read_log(log)
+    assert len(recs) == 12 and len({r.config for r in recs}) == 12
+
+
+def test_a_corrupt_line_in_the_middle_is_a_tuning_log_error_naming_file_and_line(conv, tmp_path):
+    ctx, outs, ins = conv
+    log = tmp_path / "log.jsonl"
+    _tune(ctx, outs, ins, trials=3, log=log)
+    lines = log.read_text().splitlines()
+    lines[1] = "this is not json"
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(pa.TuningLogError, match=r"log\.jsonl.*line 2|line 2.*log\.jsonl"):
+        _tune(ctx, outs, ins, trials=6, log=log)
+
+
+def test_ctrl_c_leaves_a_valid_log_and_returns_the_best_so_far(conv, tmp_path):
+    ctx, outs, ins = conv
+    space, m = _fake(ctx)
+    inner = m.measure
+
+    def measure(schedules):
+        if m.calls >= 9:
+            raise KeyboardInterrupt
+        return inner(schedules)
+
+    m.measure = measure
+    log = tmp_path / "log.jsonl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = pa.tune(outs, ins, measurer=m, trials=40, log=log, batch=4)
+    assert res.interrupted and res.trials == 9
+    recs = read_log(log, strict=True)
+    assert len(recs) == 9
+    assert res.time == min(r.time for r in recs if r.time is not None)
+    assert all(json.loads(line) for line in log.read_text().splitlines())
+
+
+def test_a_time_budget_stops_the_search(conv):
+    ctx, outs, ins = conv
+    res, m = _tune(ctx, outs, ins, trials=10_000, time_budget=0.0)
+    assert m.calls <= 8  # the auto schedule, then at most one batch
+
+
+def test_the_space_has_graph_variants_and_auto_first():
+    outs, ins = _softmax_backward()
+    ctx = graph_context(outs, ins, ZEN5)
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    assert len(space.variants) > 1  # inline / rfactor neighbours of auto's decisions
+    auto = space.schedule(space.auto_config())
+    assert auto.stages == ctx.auto.stages and auto.inline == ctx.auto.inline
+    assert auto.rfactor == ctx.auto.rfactor and auto.pad == ctx.auto.pad
+
+
+def test_unknown_policy_and_bad_trials_are_errors(conv):
+    ctx, outs, ins = conv
+    with pytest.raises(pa.PolyadError, match="policy"):
+        _tune(ctx, outs, ins, policy="annealing")
+    with pytest.raises(pa.PolyadError, match="trials"):
+        _tune(ctx, outs, ins, trials=0)
