@@ -27,6 +27,6 @@ from .schedule import Schedule, StageSchedule
 from .pipeline import build
 from .pipeline.vjp import vjp
 from .schedule.tuning import tuned, tuning_log
-from .tune import tune
+from .tuner import tune
 
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import pytest
 
 import polyad as pa
 from polyad.schedule.tuning import read_log
-from polyad.tune.measure import LocalMeasurer
+from polyad.tuner.measure import LocalMeasurer
 
 pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
 

@@ -13,8 +13,8 @@ import polyad as pa
 from polyad.schedule import DeviceModel
 from polyad.schedule.cost import stage_cost
 from polyad.schedule.tuning import read_log
-from polyad.tune.configs import ConfigSpace
-from polyad.tune.measure import FunctionMeasurer, graph_context
+from polyad.tuner.configs import ConfigSpace
+from polyad.tuner.measure import FunctionMeasurer, graph_context
 
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
 ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")

@@ -3,8 +3,8 @@
 Tuning is embarrassingly parallel, and Dask ``distributed`` already schedules, retries and reports
 tasks across machines, so polyad adds no RPC of its own: the graph is pickled once and sent to every
 worker (``Client.scatter(..., broadcast=True)``), each candidate is one task that builds and measures it there
-with a :class:`~polyad.tune.measure.LocalMeasurer` (one per worker process, checking every output
-against that worker's own auto schedule's), and the client collects the :class:`~polyad.tune.measure.Trial`
+with a :class:`~polyad.tuner.measure.LocalMeasurer` (one per worker process, checking every output
+against that worker's own auto schedule's), and the client collects the :class:`~polyad.tuner.measure.Trial`
 objects, which carry the worker's device key, and writes the log.  A worker measures one candidate at
 a time (a lock per process), so a worker with several threads does not time candidates against each
 other.  The search plans for the first worker's device model: tune on a cluster of alike machines.

@@ -13,7 +13,7 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
    (Ansor's joint measurement: one build measures a candidate for every stage).
 
 A candidate whose first run takes longer than ``timeout`` seconds (or ``slow`` times the auto
-schedule's) is stopped there and recorded as an error.  :class:`FunctionMeasurer` is a device made of a
+schedule's, when that is over a second) is stopped there and recorded as an error.  :class:`FunctionMeasurer` is a device made of a
 function (tests, and searching a recorded space).
 """
 
@@ -225,7 +225,9 @@ class LocalMeasurer(Measurer):
             if not err <= self.rtol:
                 return Trial(error=f"wrong result: relative error {err:.3g} against the auto schedule's "
                                    f"outputs (tolerance {self.rtol:g})")
-        limit = self.timeout if self.ref_time is None else min(self.timeout, self.slow * self.ref_time)
+        # the first run also allocates the intermediates and lets the driver specialise each kernel: a
+        # run under a second is never cut
+        limit = self.timeout if self.ref_time is None else min(self.timeout, max(1.0, self.slow * self.ref_time))
         if first > limit:
             return Trial(error=f"timeout: one run took {first:.3g} s (limit {limit:.3g} s)")
         for _ in range(self.warmup):

@@ -1,13 +1,13 @@
 """The auto-tuner: ``pa.tune`` measures schedules on the device and logs every measurement.
 
 It searches the space the auto-scheduler chooses from (:mod:`polyad.schedule.space`: graph decisions
-and per-stage candidates, :mod:`polyad.tune.configs`) with a model-guided evolutionary search
-(:mod:`polyad.tune.search`), measures candidates in batches (:mod:`polyad.tune.measure`: a pool of
+and per-stage candidates, :mod:`polyad.tuner.configs`) with a model-guided evolutionary search
+(:mod:`polyad.tuner.search`), measures candidates in batches (:mod:`polyad.tuner.measure`: a pool of
 compiler processes, then one candidate at a time on the device, every output checked against the auto
 schedule's), and appends one JSON line per measurement to a tuning log
 (:mod:`polyad.schedule.tuning`).  The auto schedule is always candidate 0: the tuner never reports a
 slower one.  ``workers=`` a ``distributed.Client`` measures on a Dask cluster instead
-(:mod:`polyad.tune.cluster`).
+(:mod:`polyad.tuner.cluster`).
 
 This layer sits above :mod:`polyad.pipeline` (it builds and runs); the schedule layer only reads the
 logs it writes.
@@ -118,7 +118,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
     :param repeat: timed runs per candidate (the median counts).
     :param timeout: seconds a candidate's compile or first run may take.
-    :param measurer: a :class:`~polyad.tune.measure.Measurer` to use instead (tests: a fake device).
+    :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).
     :returns: a :class:`TuneResult`.
     :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
     :raises TuningLogError: when ``log`` holds a corrupt line (not the torn last line of a crash).

@@ -1,4 +1,4 @@
-"""Search policies over a :class:`~polyad.tune.configs.ConfigSpace`.
+"""Search policies over a :class:`~polyad.tuner.configs.ConfigSpace`.
 
 :class:`Evolutionary` is Ansor's loop, at the scale of a gradient graph: each round breeds a few
 hundred configs from the fastest measured ones (mutation: another candidate for one or two stages,
@@ -106,7 +106,7 @@ class RandomSearch:
 class Evolutionary:
     """Model-guided evolutionary search (see the module docstring).
 
-    :param space: the :class:`~polyad.tune.configs.ConfigSpace`.
+    :param space: the :class:`~polyad.tuner.configs.ConfigSpace`.
     :param rng: a ``random.Random`` (the whole search is deterministic given it and the trials).
     :param model: the :class:`~polyad.schedule.DeviceModel` (the prior and the features).
     :param eps: the share of each batch measured at random from the bred pool (exploration).
