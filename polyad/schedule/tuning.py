@@ -796,6 +796,12 @@ def measured(records, workload, device):
 # ------------------------------------------------------------------------------------------------
 # the database
 # ------------------------------------------------------------------------------------------------
+def _median(runs):
+    """The (time, record) of the median run (the lower middle of an even count)."""
+    runs = sorted(runs, key=lambda tr: tr[0])
+    return runs[(len(runs) - 1) // 2]
+
+
 class TuningDatabase:
     """The best measured schedules of some records, by workload and device, and by stage and device.
 
@@ -811,20 +817,33 @@ class TuningDatabase:
         self.sources = tuple(os.fspath(p) for p in sources)
         self.records = tuple(r for r in records if r.usable)
         self.ignored = len(records) - len(self.records)
-        self._best, self._stages = {}, {}
+        # a configuration measured several times (the tuner's side-by-side check re-measures the best and
+        # auto) counts with its median, so that one lucky run does not pick it
+        configs, stages, confirmed = {}, {}, {}
         for r in self.records:
-            k = (r.workload, r.device)
-            cur = self._best.get(k)
-            if cur is None or r.time < cur.time:
-                self._best[k] = r
+            configs.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
+            if r.candidate == "confirm":
+                confirmed.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
             for name, e in r.stages.items():
-                t = e["time"]
-                if t is None:
-                    continue
-                sk = (e["key"], r.device)
-                cur = self._stages.get(sk)
-                if cur is None or t < cur[0]:
-                    self._stages[sk] = (t, e["schedule"], r)
+                if e["time"] is not None:
+                    sk = (e["key"], r.device, json.dumps(e["schedule"], sort_keys=True))
+                    stages.setdefault(sk, []).append((e["time"], r))
+        # where the tuner checked its choice against auto side by side, that check decides
+        checked = {(w, d) for w, d, _ in confirmed}
+        configs = {k: v for k, v in configs.items() if (k[0], k[1]) not in checked}
+        configs.update(confirmed)
+        self._best, self._stages = {}, {}
+        for (w, d, _), runs in configs.items():
+            t, r = _median(runs)
+            cur = self._best.get((w, d))
+            if cur is None or t < cur[0]:
+                self._best[(w, d)] = (t, r)
+        self._best = {k: r for k, (t, r) in self._best.items()}
+        for (key, d, ss), runs in stages.items():
+            t, r = _median(runs)
+            cur = self._stages.get((key, d))
+            if cur is None or t < cur[0]:
+                self._stages[(key, d)] = (t, json.loads(ss), r)
         self._digest = None
 
     @classmethod

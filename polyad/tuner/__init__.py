@@ -62,12 +62,20 @@ class TuneResult:
         return self.auto_time / self.time if self.time else 1.0
 
     def trials_to(self, share=0.9):
-        """Trials needed to reach ``share`` of the final speed-up (over auto)."""
-        final = self.auto_time / self.time - 1.0 if self.time else 0.0
+        """Trials needed to reach ``share`` of the search's final speed-up over auto (both as the search measured
+        them, trial by trial).
+
+        :param share: the share of the final speed-up, 0 to 1.
+        :returns: the number of trials (0 without any).
+        """
+        if not self.history:
+            return 0
+        a0, last = self.history[0][1], self.history[-1][1]
+        final = a0 / last - 1.0
         for n, best in self.history:
-            if self.auto_time / best - 1.0 >= share * final - 1e-12:
+            if a0 / best - 1.0 >= share * final - 1e-12:
                 return n
-        return len(self.history)
+        return self.history[-1][0]
 
     def table(self):
         """Per stage, auto against tuned: one line each."""
@@ -91,7 +99,7 @@ class TuneResult:
 
 def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None, workers=None, seed=0,
          resume=True, data=None, batch=None, policy="evolutionary", name="", progress=False, repeat=5,
-         timeout=60.0, measurer=None):
+         timeout=60.0, confirm=3, measurer=None):
     """Search schedules for a build of ``outputs`` on the device, measuring each.
 
     The auto schedule is measured first (candidate 0); every candidate's outputs are checked against its
@@ -118,6 +126,10 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
     :param repeat: timed runs per candidate (the median counts).
     :param timeout: seconds a candidate's compile or first run may take.
+    :param confirm: at the end, the best schedule and the auto schedule are measured again side by side, this many
+        times alternately (logged as ``candidate="confirm"``; a tuning database takes each configuration's median),
+        and the result's times are those medians; the best must still beat auto there, else auto is the result (0:
+        take the search's figures).
     :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).
     :returns: a :class:`TuneResult`.
     :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
@@ -157,6 +169,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
                 if not configs:
                     break  # the space is exhausted
                 session.run(configs, search, bar)
+            session.confirm(confirm)
         except KeyboardInterrupt:
             session.interrupted = True
             warnings.warn("polyad tune: interrupted; the log holds every measurement made", RuntimeWarning,
@@ -209,6 +222,7 @@ class _Session:
                     if r.workload == wkey and r.device == measurer.device_key and r.stale is None:
                         self.logged[r.config] = r
         self.trial_base = max((r.trial for r in self.logged.values()), default=0)
+        self.written = 0  # records this run appended
         self.writer = TuningLog(log) if log is not None else None
         self.seen = set()
         self.results = {}  # config -> Trial
@@ -218,6 +232,7 @@ class _Session:
         self.best = None  # (time, config)
         self.auto = None  # Trial of config 0
         self.interrupted = False
+        self.confirmed = None  # (auto Trial, best Trial): medians of the side-by-side check
         self.compile_s = self.measure_s = 0.0
 
     def run(self, configs, search, bar):
@@ -250,8 +265,6 @@ class _Session:
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
 
     def _tell(self, c, s, t, search, write):
-        from ..schedule.tuning import Record, stage_key
-
         self.results[c] = t
         search.tell(c, t)
         if c == self.space.auto_config():
@@ -263,12 +276,40 @@ class _Session:
             self.errors += write
         if write:
             self.history.append((self.trials, self.best[0] if self.best else None))
-        if write and self.writer is not None:
-            self.writer.append(Record.of(
-                s, self.wkey, t.device or self.measurer.device_key, trial=self.trial_base + self.trials,
-                candidate="auto" if c == self.space.auto_config() else search.name, name=self.name,
-                stages={ch.name: (stage_key(ch.op), ss, t.stages.get(ch.name)) for ch, ss in self.space.stage_pairs(c)},
-                times=t.times if t.ok else (), error=t.error))
+        if write:
+            self._write(c, s, t, "auto" if c == self.space.auto_config() else search.name)
+
+    def _write(self, c, s, t, candidate):
+        from ..schedule.tuning import Record, stage_key
+
+        if self.writer is None:
+            return
+        self.written += 1
+        self.writer.append(Record.of(
+            s, self.wkey, t.device or self.measurer.device_key, trial=self.trial_base + self.written,
+            candidate=candidate, name=self.name,
+            stages={ch.name: (stage_key(ch.op), ss, t.stages.get(ch.name)) for ch, ss in self.space.stage_pairs(c)},
+            times=t.times if t.ok else (), error=t.error))
+
+    def confirm(self, rounds):
+        """Measure the best and auto alternately ``rounds`` times: the result compares their medians, taken
+        side by side (a search's figures come from batches minutes apart, on a machine whose load drifts)."""
+        auto_c = self.space.auto_config()
+        if rounds <= 0 or getattr(self.measurer, "deterministic", False) or self.best is None \
+                or self.best[1] == auto_c or self.auto is None or not self.auto.ok:
+            return
+        configs = (auto_c, self.best[1])
+        pair = [self.space.schedule(auto_c, "auto"), self.space.schedule(self.best[1], "tuned")]
+        got = ([], [])
+        for _ in range(rounds):
+            for i, t in enumerate(self.measurer.measure(pair)):
+                self.compile_s += t.compile_s
+                self.measure_s += t.measure_s
+                self._write(configs[i], pair[i], t, "confirm")
+                if not t.ok:
+                    return  # keep the search's figures
+                got[i].append(t)
+        self.confirmed = tuple(sorted(ts, key=lambda t: t.time)[len(ts) // 2] for ts in got)
 
     def close(self):
         if self.writer is not None:
@@ -277,20 +318,22 @@ class _Session:
     def result(self, total):
         if self.auto is None or not self.auto.ok:
             raise PolyadError(f"tune: the auto schedule did not run: {self.auto.error if self.auto else 'no trial'}")
-        best_t, best_c = self.best
-        if best_t >= self.auto.time:
-            best_t, best_c = self.auto.time, self.space.auto_config()
+        auto_t, best_t, best_c = self.auto, self.results[self.best[1]], self.best[1]
+        if self.confirmed is not None:
+            auto_t, best_t = self.confirmed
+        if best_t.time >= auto_t.time:
+            best_t, best_c = auto_t, self.space.auto_config()
         sched = self.space.schedule(best_c, "tuned" if best_c != self.space.auto_config() else "auto")
         auto_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(self.space.auto_config())}
         tuned_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(best_c)}
-        tt = self.results[best_c].stages
         stages = {}
         for n in sorted(set(auto_pairs) | set(tuned_pairs)):
-            stages[n] = {"auto": auto_pairs.get(n), "auto_time": self.auto.stages.get(n) if n in auto_pairs else None,
-                         "tuned": tuned_pairs.get(n), "tuned_time": tt.get(n) if n in tuned_pairs else None}
+            stages[n] = {"auto": auto_pairs.get(n), "auto_time": auto_t.stages.get(n) if n in auto_pairs else None,
+                         "tuned": tuned_pairs.get(n), "tuned_time": best_t.stages.get(n) if n in tuned_pairs else None}
         search_s = max(0.0, total - self.compile_s - self.measure_s)
-        history = [(n, min(b, self.auto.time) if b is not None else self.auto.time) for n, b in self.history]
-        return TuneResult(sched, best_t, self.auto.time, self.trials, stages, history, self.log_path,
+        a = self.auto.time  # the search's own figures, for the history (trials to reach a share of the speed-up)
+        history = [(n, min(b, a) if b is not None else a) for n, b in self.history]
+        return TuneResult(sched, best_t.time, auto_t.time, self.trials, stages, history, self.log_path,
                           self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
                                              "search": search_s, "total": total}, self.errors, self.wkey,
                           self.measurer.device_key)

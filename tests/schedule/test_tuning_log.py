@@ -321,3 +321,24 @@ def test_public_callables_are_documented():
         assert not problems(getattr(TuningDatabase, meth)), meth
     assert not problems(TuningLog.append) and not problems(Tuned.database)
     assert "schema" in tuning.__doc__ and '"stages"' in tuning.__doc__
+
+
+def test_a_configuration_counts_with_its_median_and_the_tuners_check_decides():
+    """One lucky run does not pick a configuration; where the tuner re-measured its best against auto side by
+    side (candidate "confirm"), those records decide."""
+    from polyad.schedule import Schedule, StageSchedule
+    from polyad.schedule.tuning import Record, TuningDatabase
+
+    a = Schedule("auto", stages={"S": StageSchedule(tile=(4,))})
+    b = Schedule("tuned", stages={"S": StageSchedule(tile=(8,))})
+    c = Schedule("tuned", stages={"S": StageSchedule(tile=(16,))})
+
+    def rec(s, t, cand="evolutionary"):
+        return Record.of(s, "w", "dev", candidate=cand, times=[t])
+
+    db = TuningDatabase([rec(a, 3.0), rec(b, 1.0), rec(b, 5.0), rec(b, 6.0), rec(c, 2.0)])
+    assert db.best_schedule("w", "dev")[0].stages == c.stages  # b's median is 5
+    db = TuningDatabase([rec(a, 3.0), rec(b, 1.0), rec(c, 0.5), rec(a, 2.0, "confirm"), rec(b, 1.5, "confirm")])
+    assert db.best_schedule("w", "dev")[0].stages == b.stages  # c was never checked against auto
+    db = TuningDatabase([rec(b, 1.0), rec(a, 2.0, "confirm"), rec(b, 2.5, "confirm")])
+    assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check found auto faster

@@ -34,6 +34,9 @@ def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
     res = pa.tune(outs, ins, trials=6, log=log, workers=2, seed=0, name="dense", repeat=3)
     assert res.trials == 6 and res.time <= res.auto_time
     recs = read_log(log)
+    confirm = [r for r in recs if r.candidate == "confirm"]  # the best and auto again, side by side, 3 times
+    assert len(confirm) in (0, 6) and (not confirm or res.schedule.name in ("auto", "tuned"))
+    recs = [r for r in recs if r.candidate != "confirm"]
     assert len(recs) == 6 and recs[0].candidate == "auto" and all(r.name == "dense" for r in recs)
     assert all(r.error is None and r.time > 0 for r in recs)
     assert all(e["time"] is not None and e["time"] > 0 for r in recs for e in r.stages.values())
@@ -53,11 +56,12 @@ def test_pa_tuned_applies_the_best_whole_schedule_of_the_graph(tmp_path):
     outs, ins = _dense_backward()
     log = tmp_path / "log.jsonl"
     res = pa.tune(outs, ins, trials=5, log=log, workers=2, repeat=3)
-    best = min((r for r in read_log(log) if r.time is not None), key=lambda r: r.time)
     got = resolve_schedule(outs, pa.tuned(log), inputs=ins)
-    assert got.stages == best.schedule_object().stages and got.inline == best.schedule_object().inline
+    # the log applies what the tuner chose: where it checked its best against auto side by side (records
+    # "confirm"), that check decides; else the fastest record
+    assert (got.stages, got.inline, got.rfactor, got.pad) == (res.schedule.stages, res.schedule.inline,
+                                                               res.schedule.rfactor, res.schedule.pad)
     assert got.name == "tuned" and "tuning log" in got.notes[0]
-    assert res.schedule.stages == got.stages
 
 
 def test_stage_records_apply_to_another_graph_with_the_same_stages(tmp_path, monkeypatch):
@@ -143,7 +147,7 @@ def test_the_cli_tunes_a_workload_and_prints_the_schedule_and_table(tmp_path, ca
     assert rc == 0, out
     assert "schedule 'auto'" in out or "schedule 'tuned'" in out
     assert "speed-up" in out and "total (one run, median)" in out and "trials" in out
-    assert len(read_log(log)) == 4
+    assert len([r for r in read_log(log) if r.candidate != "confirm"]) == 4
     rc = main(["tune", "--workload", "nope", "--shapes", "tiny", "--no-progress"])
     assert rc == 2 and "unknown workload" in capsys.readouterr().err
 
@@ -156,7 +160,7 @@ def test_dask_local_cluster_builds_and_measures_on_its_workers(tmp_path):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
                 distributed.Client(c) as client:
             res = pa.tune(outs, ins, trials=4, workers=client, log=tmp_path / "dask.jsonl", repeat=2)
-    recs = read_log(tmp_path / "dask.jsonl")
+    recs = [r for r in read_log(tmp_path / "dask.jsonl") if r.candidate != "confirm"]
     assert len(recs) == 4 and all(r.error is None for r in recs), [r.error for r in recs]
     assert all(r.device == res.device for r in recs)
     assert res.time <= res.auto_time
