@@ -662,7 +662,7 @@ class KernelWriter:
         vnames = self.var_names[id(st)]
         lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(st.vars, args)]
         env = {id(v): vnames[id(v)] for v in st.vars[: len(args)]}
-        out_ix = flat_index(ctx, [vnames[id(v)] for v in st.out_vars], self.spec.stage.shape)
+        out_ix = flat_index(ctx, _out_indices(ctx, st, [vnames[id(v)] for v in st.out_vars]), self.spec.stage.shape)
         stores = [f"{self.tensor_names[id(t)]}[{out_ix}]" for t in self.outputs]
         printer = ExprPrinter(ctx, env, self.tensor_names)
         if ist.role == "assign":
@@ -703,7 +703,9 @@ class KernelWriter:
             terms.append((stride, l[d]))
             stride *= box[d]
         p = _affine(ctx, terms)
-        flat = flat_index(ctx, [vnames[id(v)] for v in st.out_vars], self.spec.stage.shape)
+        flat = flat_index(ctx, _out_indices(ctx, st, [vnames[id(v)] for v in st.out_vars]), self.spec.stage.shape)
+        # a phased stage's vector runs over q: its lanes are ``stride`` apart in the output
+        ostride = st.strides[-1] if getattr(st, "strides", None) else 1
         lanes = {}
         if vec > 1:
             j = st.out_vars[-1]
@@ -723,20 +725,36 @@ class KernelWriter:
             decls, texts, isvec = out
             return decls, [t if v else f"(({pr.vtype(e.dtype)})({_strip(t)}))" for t, v, e in zip(texts, isvec, exprs)]
 
-        def store(t, value):
+        bound = []  # temporaries of strided stores
+
+        def stores(t, value):
+            """The statements that store ``value`` (C text) as output ``t`` of the block point."""
+            buf = self.tensor_names[id(t)]
             if vec == 1:
-                return f"{self.tensor_names[id(t)]}[{flat}] = {_store(value, t)}"
-            return f"vstore{vec}({_to_storage(ctx, value, t.dtype, vec)}, 0, {self.tensor_names[id(t)]} + {flat})"
+                return [f"{buf}[{flat}] = {_store(value, t)}"]
+            if ostride == 1:
+                return [f"vstore{vec}({_to_storage(ctx, value, t.dtype, vec)}, 0, {buf} + {flat})"]
+            out = []
+            if not (_atomic(value) and not value.startswith("(")):  # n<k>: a generated name (tree._looks_generated)
+                name = f"n{len(bound)}"
+                bound.append(name)
+                out.append(f"const {ctx.ctype(t.dtype)}{vec} {name} = {_strip(value)}")
+                value = name
+            return out + [f"{buf}[{_plus(flat, ostride * k)}] = {_store(f'{value}.s{_LANE[k]}', t)}" for k in range(vec)]
 
         def load(t):
+            buf = self.tensor_names[id(t)]
             if vec == 1:
-                return _load(f"{self.tensor_names[id(t)]}[{flat}]", t)
-            return _from_storage(ctx, f"vload{vec}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, vec)
+                return _load(f"{buf}[{flat}]", t)
+            if ostride == 1:
+                return _from_storage(ctx, f"vload{vec}(0, {buf} + {flat})", t.dtype, vec)
+            parts = ", ".join(f"{buf}[{_plus(flat, ostride * k)}]" for k in range(vec))
+            return f"(({ctx.ctype(t.dtype)}{vec})({parts}))"
 
         if ist.role == "assign":
             decls, vals = values(printer(), st.values)
             lines += [c.Statement(d) for d in decls]
-            lines += [c.Statement(store(t, v)) for t, v in zip(self.outputs, vals)]
+            lines += [c.Statement(x) for t, v in zip(self.outputs, vals) for x in stores(t, v)]
             return c.Block(lines)
         accs = [f"{a}[{p}]" for a in self.block_acc[ist.index][1]]
         if ist.role == "init":
@@ -747,7 +765,7 @@ class KernelWriter:
                     lit = ctx.lit(i.value, i.dtype)
                     lines.append(c.Statement(f"{a} = {lit if vec == 1 else f'({ctx.ctype(i.dtype)}{vec})({lit})'}"))
         elif ist.role == "final":
-            lines += [c.Statement(store(t, a)) for a, t in zip(accs, self.outputs)]
+            lines += [c.Statement(x) for a, t in zip(accs, self.outputs) for x in stores(t, a)]
         else:
             comb = st.combiner
             decls, vals = values(printer(), st.values)
@@ -822,6 +840,20 @@ class KernelWriter:
                 lines.append(c.Statement(f"const {ctx.ctype(x.dtype)} n{k} = {_strip(r)}"))
             lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return lines
+
+
+def _out_indices(ctx, st, names):
+    """C index texts of the stage point a statement instance writes: its output variables' names, or
+    ``s*q + p`` per dimension of a phased statement (codegen/phase.py)."""
+    strides = getattr(st, "strides", None)
+    if not strides:
+        return names
+    return [x if s == 1 and p == 0 else _affine(ctx, [(s, x), (p, "1")]) for x, s, p in zip(names, strides, st.offsets)]
+
+
+def _plus(flat, k):
+    """``flat + k`` (C text) for an int k >= 0."""
+    return flat if k == 0 else f"{flat} + {k}"
 
 
 def _block_box(ist):
