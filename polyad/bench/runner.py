@@ -556,7 +556,11 @@ def run_workload(name, case, opts, api, log):
     rows = []
     for sched in opts.schedules:
         row = {"workload": name, "schedule": sched, "diff_s": diff, **shared}
-        row.update(_polyad_row(case, graphs, arrays, ref, schedule_spec(sched), api, rep, budget, go, backwards))
+        spec = schedule_spec(sched)
+        if sched == "tuned":
+            spec, tuning = tuned_spec(name, case, opts, log)
+            row.update(tuning)
+        row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
@@ -568,6 +572,40 @@ def run_workload(name, case, opts, api, log):
         rows.append(row)
         log(_progress(row))
     return rows
+
+
+def tuned_spec(name, case, opts, log):
+    """``--schedule tuned``: (the schedule, its tuning cells).  With ``--tuning-log`` that log's records
+    (``pa.tuned``); with ``--tune-budget S``, ``pa.tune`` on the workload's backward (pa.vjp's, as ``bwd ms``
+    times it) for about S seconds first, into ``OUT/tuning/NAME.jsonl`` (resumed when it is there)."""
+    import polyad as pa
+
+    log_path = getattr(opts, "tuning_log", None)
+    budget = getattr(opts, "tune_budget", None)
+    if log_path:
+        missing = Cell.missing(f"not tuned in this run (--tuning-log {log_path})")
+        return pa.tuned(log_path), {"tune_s": missing, "tune_trials": missing, "tune_speedup": missing,
+                                    "tune_trials_90": missing}
+    if not budget:
+        raise ValueError("--schedule tuned needs --tune-budget SECONDS or --tuning-log PATH")
+    from .tuning import backward_graph
+
+    path = Path(opts.out) / "tuning" / f"{name}.jsonl"
+
+    def tune():
+        g = backward_graph(name, case=case, seed=opts.seed)
+        t0 = time.perf_counter()
+        res = pa.tune(g.outputs, g.inputs, data=g.data, trials=100_000, time_budget=budget, log=path, name=name)
+        return res, time.perf_counter() - t0
+
+    got = attempt(tune)
+    if isinstance(got, Cell):
+        return pa.tuned(path) if path.exists() else "auto", dict.fromkeys(
+            ("tune_s", "tune_trials", "tune_speedup", "tune_trials_90"), got)
+    res, secs = got
+    log(f"{name:>16}: tuned {res.summary()}")
+    return pa.tuned(path), {"tune_s": Cell(secs), "tune_trials": Cell(float(res.trials)),
+                            "tune_speedup": Cell(res.speedup), "tune_trials_90": Cell(float(res.trials_to(0.9)))}
 
 
 def schedule_spec(name):
@@ -741,7 +779,7 @@ def run(opts, api=None, log=None):
         log(f"{name:>16}: {time.perf_counter() - t0:.1f} s")
     options = {k: v for k, v in vars(opts).items() if k in (
         "workloads", "schedules", "backward", "batch", "repeat", "time_budget", "workload_budget", "seed", "torch",
-        "backend")}
+        "backend", "tune_budget", "tuning_log")}
     backward = {b: BACKWARD_NAMES[b] for b in getattr(opts, "backward", None) or BACKWARDS}
     return {"machine": machine_info(), "options": options, "backward": backward, "rows": rows}
 
@@ -761,7 +799,12 @@ def add_arguments(p):
                    help="workloads to run (default: all): " + " ".join(WORKLOADS))
     p.add_argument("--schedule", "--schedules", dest="schedules", nargs="+", default=["naive"], metavar="SCHEDULE",
                    help="polyad schedules, one row each (naive, auto, auto@MODEL.json: auto on a recorded device "
-                        "model, or a tuning-log path); default naive")
+                        "model, tuned: see --tune-budget and --tuning-log); default naive")
+    p.add_argument("--tune-budget", type=float, default=None, metavar="SECONDS",
+                   help="with --schedule tuned: tune each workload's backward for about this long first (pa.tune, "
+                        "logged to OUT/tuning/NAME.jsonl)")
+    p.add_argument("--tuning-log", default=None, metavar="PATH",
+                   help="with --schedule tuned: apply this tuning log (pa.tuned) instead of tuning")
     p.add_argument("--backward", nargs="+", default=list(BACKWARDS), choices=list(BACKWARDS), metavar="KIND",
                    help="which polyad backwards to measure: vjp (pa.vjp's backward on the residuals its forward "
                         "left on the device) and/or recompute (pa.build(pa.differentiate(...), inputs + [H]): "

@@ -40,23 +40,26 @@ class TuningGraph:
     data: list
 
 
-def backward_graph(name, params=None, seed=0, device=None):
-    """The :class:`TuningGraph` of workload ``name`` (``params`` overrides its shapes)."""
+def backward_graph(name, params=None, seed=0, device=None, case=None):
+    """The :class:`TuningGraph` of workload ``name`` (``params`` overrides its shapes; ``case``: an
+    instantiated one instead)."""
     import polyad as pa
     from polyad.errors import PolyadError
+    from polyad.te.tensor import placeholders
 
-    if name not in WORKLOADS:
-        raise PolyadError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})")
-    case = WORKLOADS[name].instantiate(**(params or {}))
+    if case is None:
+        if name not in WORKLOADS:
+            raise PolyadError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})")
+        case = WORKLOADS[name].instantiate(**(params or {}))
     ph = case.placeholders()
     Y = case.forward_te(ph)
     H = pa.placeholder(Y.shape, dtype=Y.dtype, name="H")
     grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
     saved = pa.residuals(grads, [H], save="reductions")
     order = [Y] + [r for r in saved if r is not Y]
-    base = [ph[i.name] for i in case.inputs]
+    base = placeholders([Y])  # the inputs in the order the benchmark's pa.vjp takes them (the key holds it)
     arrays = case.data(seed)
-    base_arrays = [arrays[i.name] for i in case.inputs]
+    base_arrays = [arrays[t.name] for t in base]
     fwd = pa.build(order, base, device=device)
     values = fwd(*base_arrays)
     values = values if isinstance(values, list) else [values]

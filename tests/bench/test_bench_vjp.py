@@ -71,3 +71,28 @@ def test_a_training_step_moves_each_parameter_by_minus_lr_times_its_gradient():
     run()
     for p, t, g in zip(wrt, params, want):
         _close(t.detach().numpy() - arrays[p.name], -runner.SGD_LR * g, f"torch step of {p.name}", rtol=1e-3)
+
+
+def test_the_tuned_schedule_tunes_the_vjp_backward_and_applies_its_log(tmp_path, recwarn):
+    """--schedule tuned --tune-budget: pa.tune on the workload's vjp backward, logged under OUT/tuning, then the
+    row's builds take pa.tuned(log); the log's records are of the graph the vjp column builds (no fallback)."""
+    case = WORKLOADS["softmax"].instantiate(**tiny_shapes()["softmax"])
+    opts = SimpleNamespace(schedules=["tuned"], tune_budget=1.0, tuning_log=None, out=tmp_path, seed=0, repeat=2,
+                           time_budget=10.0, workload_budget=None, backward=["vjp"], torch=False, batch=None)
+    rows = runner.run_workload("softmax", case, opts, runner._polyad_api("opencl"), lambda s: None)
+    row = rows[0]
+    assert row["schedule"] == "tuned" and row["bwd_ms"].ok and row["err"].value < 1e-3
+    assert row["tune_s"].value > 0 and row["tune_trials"].value >= 1 and row["tune_speedup"].value >= 1.0
+    assert (tmp_path / "tuning" / "softmax.jsonl").exists()
+    # the log holds the graph pa.vjp's backward builds (pa.vjp's split, as polyad.pipeline.vjp makes it)
+    from polyad.pipeline import resolve_schedule
+
+    ph = case.placeholders()
+    Y = case.forward_te(ph)
+    H = pa.placeholder(Y.shape, dtype=Y.dtype, name="dY")
+    grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
+    order = [Y] + [r for r in pa.residuals(grads, [H]) if r is not Y]
+    got = resolve_schedule(grads, pa.tuned(tmp_path / "tuning" / "softmax.jsonl"), inputs=placeholders([Y]) + [H] + order)
+    assert got.name == "tuned" and "tuning log" in got.notes[0]
+    with pytest.raises(ValueError, match="--tune-budget"):
+        runner.tuned_spec("softmax", case, SimpleNamespace(tune_budget=None, tuning_log=None), print)
