@@ -10,7 +10,7 @@ from .errors import (
 )
 from .te import (
     Tensor, cast, comm_reducer, compute, const, floordiv, floormod, max, min, placeholder, prod,
-    reduce_axis, select, show, sum,
+    reduce_axis, select, sum,
 )
 from .te.intrin import (
     abs, ceil, cos, erf, exp, floor, log, log1p, log2, logical_and, logical_not, logical_or, pow,
@@ -22,8 +22,9 @@ from . import ops
 from .ops import nn
 from .autodiff import differentiate, jacobian
 from .poly import estimate
-from . import schedule  # also installs pa.show(tensors, schedule=...)
+from . import schedule
 from .schedule import Schedule, StageSchedule
+from .schedule import show_graph as show
 from .pipeline import build
 from .pipeline.vjp import vjp
 from .schedule.tuning import tuned, tuning_log

@@ -458,13 +458,29 @@ def show(tensors, schedule="auto", device=None):
     return sched.describe() + "\n\n" + show_graph(outs)
 
 
+def show_graph(tensors, schedule=None, device=None):
+    """``pa.show(tensors)``: the tensors and everything they depend on, one block per stage; with a
+    ``schedule``, its decisions and the graph codegen gets (after pad, rfactor and inlining) instead.
+
+    :param tensors: a tensor or a list of tensors.
+    :param schedule: None for the graph as written; else a schedule as ``pa.build`` takes it (``"auto"``,
+        ``"naive"``, a ``Schedule`` or its JSON, ``pa.tuned(log)``), shown with the graph it transforms.
+    :param device: with ``schedule="auto"``: the device whose model (and tuning records) the auto-scheduler uses.
+    :returns: the text.
+    :raises PolyadError: when ``tensors`` is not a tensor or a list of tensors.
+    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
+    :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
+    """
+    from ..te.printer import show as show_tensors
+
+    if schedule is None:
+        return show_tensors(tensors)
+    return show(tensors, schedule, device)
+
+
 def _is_model(device):
     return isinstance(device, (DeviceModel, dict)) or (isinstance(device, str) and device.endswith(".json"))
 
-
-from ..te.printer import set_scheduled_show  # noqa: E402
-
-set_scheduled_show(show)  # pa.show(tensors, schedule=...)
 
 from .auto import auto_schedule, candidate_space  # noqa: E402
 from .model import DeviceModel  # noqa: E402
@@ -472,5 +488,5 @@ from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
     "Schedule", "StageSchedule", "RFactor", "Auto", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
-    "DeviceModel", "inline", "rfactor", "validate", "show",
+    "DeviceModel", "inline", "rfactor", "validate", "show", "show_graph",
 ]

@@ -110,39 +110,19 @@ def unique_names(ops):
     return out
 
 
-_SCHEDULED_SHOW = []
-
-
-def set_scheduled_show(fn):
-    """Installed by polyad.schedule: ``fn(tensors, schedule, **kwargs)`` shows a scheduled graph."""
-    _SCHEDULED_SHOW[:] = [fn]
-
-
-def show(tensors, schedule=None, **kwargs):
-    """``pa.show(tensors)``: the tensors and everything they depend on, one block per stage.
+def show(tensors):
+    """The tensors and everything they depend on, one block per stage (``pa.show(tensors)``).
 
     Each later layer that introduces a new kind of stage registers how it is
-    shown through the operation's ``show_lines(printer, name)`` method.
-    ``pa.show(tensors, schedule="auto")`` prints the schedule's decisions and the
-    graph codegen gets (after inlining and rfactor) instead.
+    shown through the operation's ``show_lines(printer, name)`` method.  A
+    scheduled graph is shown by :func:`polyad.schedule.show` (``pa.show(tensors,
+    schedule=...)``), which calls this on the transformed graph.
 
     :param tensors: a tensor or a list of tensors.
-    :param schedule: None for the graph as written; else a schedule as ``pa.build`` takes it (``"auto"``,
-        ``"naive"``, a ``Schedule`` or its JSON), shown with the graph it transforms.
-    :param kwargs: with ``schedule``, passed to :func:`polyad.schedule.show` (``device=``: the device whose model
-        ``"auto"`` uses).
     :returns: the text.
     :raises PolyadError: when ``tensors`` is not a tensor or a list of tensors.
-    :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
     """
     from .tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
-
-    if schedule is not None:
-        if not _SCHEDULED_SHOW:
-            from ..errors import PolyadError
-
-            raise PolyadError("pa.show(..., schedule=...) needs polyad.schedule (import polyad)")
-        return _SCHEDULED_SHOW[0](tensors, schedule, **kwargs)
 
     tensors = as_tensor_list(tensors, "show")
     ops = walk_ops(tensors)
@@ -167,7 +147,7 @@ def show(tensors, schedule=None, **kwargs):
                 lhs = tnames[id(op.output(i))]
                 lines.append(f"  {lhs}[{lhs_idx}] = {pr(b)}")
         else:
-            lines.extend(op.show_lines(pr, name, **kwargs))
+            lines.extend(op.show_lines(pr, name))
     return "\n".join(lines)
 
 
