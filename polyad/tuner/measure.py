@@ -229,7 +229,9 @@ class LocalMeasurer(Measurer):
         # run under a second is never cut
         limit = self.timeout if self.ref_time is None else min(self.timeout, max(1.0, self.slow * self.ref_time))
         if first > limit:
-            return Trial(error=f"timeout: one run took {first:.3g} s (limit {limit:.3g} s)")
+            why = f"over {self.slow:g}x the auto schedule's {self.ref_time * 1e3:.3g} ms" \
+                if self.ref_time is not None and limit < self.timeout else f"the timeout, {self.timeout:g} s"
+            return Trial(error=f"too slow: one run took {first:.3g} s, stopped at {limit:.3g} s ({why})")
         for _ in range(self.warmup):
             mod.run(*bufs)
         times = []

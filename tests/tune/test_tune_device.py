@@ -165,3 +165,14 @@ def test_dask_local_cluster_builds_and_measures_on_its_workers(tmp_path):
     assert all(r.device == res.device for r in recs)
     assert res.time <= res.auto_time
     assert json.loads(res.schedule.to_json())
+
+
+def test_a_candidate_over_its_time_limit_is_stopped_after_one_run(tmp_path):
+    outs, ins = _dense_backward(n=20)
+    m = LocalMeasurer(outs, ins, workers=1, repeat=2)
+    m.timeout = 1e-9  # every run from now on is over it, auto's too: nothing to report, and tune says why
+    with pytest.raises(pa.PolyadError, match="auto schedule did not run: too slow"):
+        pa.tune(outs, ins, trials=3, measurer=m, log=tmp_path / "l.jsonl", resume=False)
+    recs = read_log(tmp_path / "l.jsonl")
+    assert all(r.error.startswith("too slow: one run took") and "the timeout" in r.error for r in recs)
+    assert all(r.time is None for r in recs)
