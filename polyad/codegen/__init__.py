@@ -7,7 +7,8 @@ schedule's graph-level decisions applied) and reads the schedule's loop-level
 decisions; resolving a schedule and the order of the passes belong to the
 build driver (:mod:`polyad.pipeline`).  Here: :func:`tree.build_tree` (the isl
 schedule tree), :func:`lower.lower` (one isl AST per kernel, grid dims bound
-to the NDRange) and :mod:`opencl` (the C text).
+to the NDRange), :mod:`vectorize` (the vector IR of vectorised full tiles)
+and :mod:`opencl` (the C text).
 """
 
 from dataclasses import dataclass, field

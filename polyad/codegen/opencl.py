@@ -19,6 +19,9 @@
   only under a condition and reads memory is bound too, its conditional reads
   clamped into their buffers: evaluated where its value is not used, it reads
   a valid element and its value is dropped.
+* Vector code is printed from the vector IR of :mod:`polyad.codegen.vectorize`
+  (``KernelWriter.block_user``, ``VectorPrinter``): widths, contiguous loads
+  and stores, broadcasts and lane-by-lane evaluation are decided there.
 """
 
 import math
@@ -32,6 +35,7 @@ from ..te import dtype as dt
 from ..te.expr import Call, Const, Load, Var
 from ..te.visit import post_order
 from ..poly.stage import dim_names
+from . import vectorize as vz
 from .tree import c_identifier
 
 # The bracket nesting above which a subexpression is bound to a temporary.  Clang (PoCL's
@@ -378,52 +382,40 @@ def _analyse(roots):
 
 
 _LANE = "0123456789abcdef"
-# operators printed the same way on OpenCL vectors (scalar operands widen implicitly)
-_VEC_FLOAT_OPS = frozenset(["add", "sub", "mul", "div", "neg", "exp", "log", "log2", "log1p", "sqrt", "rsqrt",
-                            "tanh", "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "sigmoid", "abs"])
-_VEC_INT_OPS = frozenset(["add", "sub", "mul", "neg"])
 
 
 class VectorPrinter(ExprPrinter):
-    """Prints TE expressions over ``width`` lanes of OpenCL vectors.
+    """Prints TE expressions over the lanes of OpenCL vectors, as :mod:`polyad.codegen.vectorize` decided.
 
-    ``lanes`` maps vector-valued variables to (vector C text, [C text of lane
-    k], unit) where ``unit`` says the variable steps by 1 per lane (the
-    vectorized output index).  Nodes that do not depend on a lane variable stay
-    scalar (OpenCL widens them where they meet vectors).  Loads whose last
-    index is ``unit var + e`` (the other indices lane-free) are ``vloadN``;
-    arithmetic and the math builtins are printed on vectors; everything else
-    that depends on the lane (selects, comparisons, helpers, gathers) is
-    evaluated lane by lane and assembled, ``(floatN)(l0, l1, ...)``.
+    ``plan`` (a :class:`~polyad.codegen.vectorize.VecExprs`) gives the vector form of every
+    lane-dependent node; ``var_names`` names every variable, the vector ones (Ramp, VecVar) too.
+    Nodes without a form are lane-free and printed as scalars (OpenCL widens them where they meet
+    vectors); a :class:`~.vectorize.Lanes` node is printed lane by lane and assembled,
+    ``(floatN)(l0, l1, ...)``.
     """
 
-    def __init__(self, ctx, var_names, tensor_names, width, lanes, temp_prefix="t"):
+    def __init__(self, ctx, var_names, tensor_names, plan, temp_prefix="t"):
         super().__init__(ctx, var_names, tensor_names, temp_prefix)
-        self.width = width
-        self.lanes = lanes
+        self.width = plan.width
+        self.forms = plan.forms
 
     def vtype(self, dtype):
         return f"{self.ctx.ctype(dtype)}{self.width}"
 
-    def emit(self, roots):
-        """(declaration lines, C text per root, whether each root is a vector)."""
-        return super().emit(roots)
-
     def _emit(self, roots, clamp):
         nodes, uses, uncond = _analyse(roots)
         self._clamp, self._uncond = clamp, uncond
-        has_load, dep = {}, {}
-        self._has_load, self._dep = has_load, dep
+        has_load, forms = {}, self.forms
+        self._has_load = has_load
         self._text, self._lines = {}, []
         self._named = set()  # lane-dependent nodes bound to a vector temporary (lane k: name.sK)
         self._lane_text = [dict() for _ in range(self.width)]
         text, lines = self._text, self._lines
         for nd in nodes:
             has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
-            d = (isinstance(nd, Var) and id(nd) in self.lanes) or any(dep[id(ch)] for ch in nd.children())
-            dep[id(nd)] = d
+            d = id(nd) in forms
             if d:
-                s = self._vnode(nd)
+                s = self._vnode(forms[id(nd)])
                 ty = None if s is None else self.vtype(nd.dtype)
             else:
                 s = self._node(nd, [text[id(ch)] for ch in nd.children()])
@@ -435,63 +427,51 @@ class VectorPrinter(ExprPrinter):
                 if d:
                     self._named.add(id(nd))
             text[id(nd)] = s
-        return lines, [text[id(r)] for r in roots], [dep[id(r)] for r in roots]
+        return lines, [text[id(r)] for r in roots]
 
-    def _vnode(self, nd):
-        """Vector C text of a lane-dependent node (None for bools: their users go lane by lane)."""
-        if isinstance(nd, Var):
-            return self.lanes[id(nd)][0]
-        if nd.dtype == "bool":
+    def _vnode(self, f):
+        """Vector C text of the vector form ``f`` of a node (None for a ScalarLanes bool)."""
+        text = self._text
+        if isinstance(f, vz.Ramp):
+            name = self.var_names[id(f.var)]
+            return f"({name} + ({self.ctx.ctype(f.var.dtype)}{f.width})({', '.join(map(str, range(f.width)))}))"
+        if isinstance(f, vz.VecVar):
+            return self.var_names[id(f.var)]
+        if isinstance(f, vz.ScalarLanes):
             return None
-        text, dep = self._text, self._dep
-        kids = nd.children()
-        if isinstance(nd, Load):
-            t = nd.tensor
-            ix = nd.indices
-            last = ix[-1] if ix else None
-            if t.dtype != "bool" and last is not None and not any(dep[id(x)] for x in ix[:-1]) and self._unit(last):
-                parts = [_strip(text[id(x)]) for x in ix[:-1]] + [_strip(self._lane(last, 0))]
-                flat = self._index(nd, flat_index(self.ctx, parts, t.shape), self.width)
-                return _from_storage(
-                    self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, self.width)
-        elif isinstance(nd, Call) and all(text[id(ch)] is not None for ch in kids):
-            ops = _VEC_FLOAT_OPS if dt.is_float(nd.dtype) else _VEC_INT_OPS
-            if nd.op == "cast" and kids[0].dtype != "bool":
-                ct, at = self.ctx.ctype(nd.dtype), self.ctx.ctype(kids[0].dtype)
-                x = text[id(kids[0])]
-                return x if ct == at else f"convert_{ct}{self.width}({_strip(x)})"
-            if nd.op in ops and all(ch.dtype == nd.dtype for ch in kids):
-                return self._node(nd, [text[id(ch)] for ch in kids])
-        lanes = ", ".join(_strip(self._lane(nd, k)) for k in range(self.width))
-        return f"(({self.vtype(nd.dtype)})({lanes}))"
-
-    def _unit(self, e):
-        """True when ``e`` is ``v + x`` for the unit-stride lane variable v and a lane-free x, written
-        with any nesting of ``+`` and ``-`` (``(xo*8 + xi) + kw``: a convolution's shifted row)."""
-        dep = self._dep
-        if isinstance(e, Var):
-            return id(e) in self.lanes and self.lanes[id(e)][2]
-        if isinstance(e, Call) and e.op in ("add", "sub"):
-            a, b = e.args
-            if not dep[id(b)]:
-                return self._unit(a)
-            return e.op == "add" and not dep[id(a)] and self._unit(b)
-        return False
+        if isinstance(f, vz.VecLoad):
+            t, ix = f.tensor, f.indices
+            parts = [_strip(text[id(x)]) for x in ix[:-1]] + [_strip(self._lane(ix[-1], 0))]
+            flat = self._index(f.load, flat_index(self.ctx, parts, t.shape), self.width)
+            return _from_storage(self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, self.width)
+        if isinstance(f, vz.Convert):
+            nd = f.call
+            ct, at = self.ctx.ctype(nd.dtype), self.ctx.ctype(nd.args[0].dtype)
+            x = text[id(nd.args[0])]
+            return x if ct == at else f"convert_{ct}{self.width}({_strip(x)})"
+        if isinstance(f, vz.VecOp):
+            return self._node(f.call, [text[id(ch)] for ch in f.call.children()])
+        lanes = ", ".join(_strip(self._lane(f.expr, k)) for k in range(self.width))
+        return f"(({self.vtype(f.expr.dtype)})({lanes}))"
 
     def _lane(self, root, k):
         """Scalar C text of lane ``k`` of a node (lane-free subexpressions reuse their scalar text, vector
         temporaries their component ``.sK``; a deep lane is bound to a scalar temporary)."""
-        memo = self._lane_text[k]
+        memo, forms = self._lane_text[k], self.forms
         stack = [root]
         while stack:  # children first, stopping at what has a text already (no walk of whole subtrees)
             x = stack[-1]
             if id(x) in memo:
                 stack.pop()
                 continue
-            if not self._dep[id(x)]:
+            f = forms.get(id(x))
+            if f is None:
                 memo[id(x)] = self._text[id(x)]
-            elif isinstance(x, Var):
-                memo[id(x)] = self.lanes[id(x)][1][k]
+            elif isinstance(f, vz.Ramp):
+                name = self.var_names[id(x)]
+                memo[id(x)] = name if k == 0 else f"({name} + {k})"
+            elif isinstance(f, vz.VecVar):
+                memo[id(x)] = f"{self.var_names[id(x)]}.s{_LANE[k]}"
             elif id(x) in self._named:
                 memo[id(x)] = f"{self._text[id(x)]}.s{_LANE[k]}"
             else:
@@ -566,6 +546,7 @@ class KernelWriter:
                     seen.add(id(t))
                     reads.append(t)
         self.reads = reads
+        self._vec_plans = {}  # isl statement name -> vectorize.VecBlock
         used = set(tensor_names.values()) | set(lk.grid_params)
         self.acc = {}
         for si, st in enumerate(self.spec.statements):
@@ -683,8 +664,13 @@ class KernelWriter:
         return c.Block(lines)
 
     def block_user(self, ist, args):
-        """One point (or one vector of points) of a full tile: block coordinates b, point l, reductions r."""
-        ctx, st, vec = self.ctx, ist.stmt, ist.vec
+        """One point (or one vector of points) of a full tile: block coordinates b, point l, reductions r.
+
+        The vector decisions are the statement's :class:`~polyad.codegen.vectorize.VecBlock`
+        (:func:`~polyad.codegen.vectorize.vectorize_block`); here they are printed."""
+        ctx, st = self.ctx, ist.stmt
+        plan = self._vec_plan(ist)
+        vec = plan.width
         n = st.n_out
         tile, box = ist.tile, _block_box(ist)
         b, l, r = args[:n], args[n: 2 * n], args[2 * n:]
@@ -704,35 +690,28 @@ class KernelWriter:
             stride *= box[d]
         p = _affine(ctx, terms)
         flat = flat_index(ctx, _out_indices(ctx, st, [vnames[id(v)] for v in st.out_vars]), self.spec.stage.shape)
-        # a phased stage's vector runs over q: its lanes are ``stride`` apart in the output
-        ostride = st.strides[-1] if getattr(st, "strides", None) else 1
-        lanes = {}
-        if vec > 1:
-            j = st.out_vars[-1]
-            jt = ctx.ctype(j.dtype)
-            jn = vnames[id(j)]
-            lanes[id(j)] = (f"({jn} + ({jt}{vec})({', '.join(map(str, range(vec)))}))", [jn] + [f"({jn} + {k})" for k in range(1, vec)], True)
 
-        def printer(extra=None, prefix="t"):
+        def printer(exprs, extra=None, prefix="t"):
             if vec == 1:
-                return ExprPrinter(ctx, {**env, **{k: v[0] for k, v in (extra or {}).items()}}, self.tensor_names, prefix)
-            return VectorPrinter(ctx, env, self.tensor_names, vec, {**lanes, **(extra or {})}, prefix)
+                return ExprPrinter(ctx, {**env, **(extra or {})}, self.tensor_names, prefix)
+            return VectorPrinter(ctx, {**env, **(extra or {})}, self.tensor_names, exprs, prefix)
 
-        def values(pr, exprs):
-            out = pr.emit(exprs)
+        def values(pr, exprs, roots):
+            decls, texts = pr.emit(roots)
             if vec == 1:
-                return out[0], out[1]
-            decls, texts, isvec = out
-            return decls, [t if v else f"(({pr.vtype(e.dtype)})({_strip(t)}))" for t, v, e in zip(texts, isvec, exprs)]
+                return decls, texts
+            return decls, [f"({self._broadcast(f, _strip(t))})" if isinstance(f, vz.Broadcast) else t
+                           for t, f in zip(texts, exprs.roots)]
 
         bound = []  # temporaries of strided stores
 
-        def stores(t, value):
-            """The statements that store ``value`` (C text) as output ``t`` of the block point."""
+        def stores(s, value):
+            """The statements of the VecStore ``s`` of ``value`` (C text)."""
+            t = s.tensor
             buf = self.tensor_names[id(t)]
-            if vec == 1:
+            if s.width == 1:
                 return [f"{buf}[{flat}] = {_store(value, t)}"]
-            if ostride == 1:
+            if s.contiguous:
                 return [f"vstore{vec}({_to_storage(ctx, value, t.dtype, vec)}, 0, {buf} + {flat})"]
             out = []
             if not (_atomic(value) and not value.startswith("(")):  # n<k>: a generated name (tree._looks_generated)
@@ -740,45 +719,46 @@ class KernelWriter:
                 bound.append(name)
                 out.append(f"const {ctx.ctype(t.dtype)}{vec} {name} = {_strip(value)}")
                 value = name
-            return out + [f"{buf}[{_plus(flat, ostride * k)}] = {_store(f'{value}.s{_LANE[k]}', t)}" for k in range(vec)]
+            return out + [f"{buf}[{_plus(flat, s.stride * k)}] = {_store(f'{value}.s{_LANE[k]}', t)}" for k in range(vec)]
 
-        def load(t):
-            buf = self.tensor_names[id(t)]
-            if vec == 1:
-                return _load(f"{buf}[{flat}]", t)
-            if ostride == 1:
-                return _from_storage(ctx, f"vload{vec}(0, {buf} + {flat})", t.dtype, vec)
-            parts = ", ".join(f"{buf}[{_plus(flat, ostride * k)}]" for k in range(vec))
-            return f"(({ctx.ctype(t.dtype)}{vec})({parts}))"
+        def load(f):
+            """The VecLoad ``f`` of the block point's output element(s)."""
+            buf = self.tensor_names[id(f.tensor)]
+            if f.width == 1:
+                return _load(f"{buf}[{flat}]", f.tensor)
+            if f.contiguous:
+                return _from_storage(ctx, f"vload{vec}(0, {buf} + {flat})", f.tensor.dtype, vec)
+            parts = ", ".join(f"{buf}[{_plus(flat, f.stride * k)}]" for k in range(vec))
+            return f"(({ctx.ctype(f.tensor.dtype)}{vec})({parts}))"
 
         if ist.role == "assign":
-            decls, vals = values(printer(), st.values)
+            decls, vals = values(printer(plan.values), plan.values, st.values)
             lines += [c.Statement(d) for d in decls]
-            lines += [c.Statement(x) for t, v in zip(self.outputs, vals) for x in stores(t, v)]
+            lines += [c.Statement(x) for s, v in zip(plan.stores, vals) for x in stores(s, v)]
             return c.Block(lines)
         accs = [f"{a}[{p}]" for a in self.block_acc[ist.index][1]]
         if ist.role == "init":
-            if st.accumulate:
-                lines += [c.Statement(f"{a} = {load(t)}") for a, t in zip(accs, self.outputs)]
-            else:
-                for a, i in zip(accs, st.combiner.identity):
-                    lit = ctx.lit(i.value, i.dtype)
-                    lines.append(c.Statement(f"{a} = {lit if vec == 1 else f'({ctx.ctype(i.dtype)}{vec})({lit})'}"))
+            for a, f in zip(accs, plan.init):
+                if isinstance(f, vz.VecLoad):
+                    lines.append(c.Statement(f"{a} = {load(f)}"))
+                else:
+                    lit = ctx.lit(f.expr.value, f.expr.dtype)
+                    lines.append(c.Statement(f"{a} = {lit if f.width == 1 else self._broadcast(f, lit)}"))
         elif ist.role == "final":
-            lines += [c.Statement(x) for a, t in zip(accs, self.outputs) for x in stores(t, a)]
+            lines += [c.Statement(x) for a, s in zip(accs, plan.stores) for x in stores(s, a)]
         else:
             comb = st.combiner
-            decls, vals = values(printer(), st.values)
+            decls, vals = values(printer(plan.values), plan.values, st.values)
             lines += [c.Statement(d) for d in decls]
             extra = {}
-            for k, (x, a) in enumerate(zip(comb.lhs, accs)):
-                extra[id(x)] = (a, [f"{a}.s{_LANE[q]}" for q in range(vec)], False)
+            for x, a in zip(comb.lhs, accs):
+                extra[id(x)] = a
             for k, (y, v) in enumerate(zip(comb.rhs, vals)):
                 ty = ctx.ctype(y.dtype) + (str(vec) if vec > 1 else "")
                 lines.append(c.Statement(f"const {ty} y{k} = {_strip(v)}"))
-                extra[id(y)] = (f"y{k}", [f"y{k}.s{_LANE[q]}" for q in range(vec)], False)
-            rp = printer(extra, "r")
-            rdecls, res = values(rp, comb.result)
+                extra[id(y)] = f"y{k}"
+            rp = printer(plan.combine, extra, "r")
+            rdecls, res = values(rp, plan.combine, comb.result)
             lines += [c.Statement(d) for d in rdecls]
             if len(accs) == 1:
                 lines.append(c.Statement(f"{accs[0]} = {_strip(res[0])}"))
@@ -788,6 +768,17 @@ class KernelWriter:
                     lines.append(c.Statement(f"const {ty} n{k} = {_strip(rv)}"))
                 lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return c.Block(lines)
+
+    def _vec_plan(self, ist):
+        """The statement's VecBlock (the vectorisation pass, once per statement)."""
+        plan = self._vec_plans.get(ist.name)
+        if plan is None:
+            plan = self._vec_plans[ist.name] = vz.vectorize_block(ist)
+        return plan
+
+    def _broadcast(self, f, text):
+        """C text of the Broadcast ``f`` of a lane-free value printed as ``text``."""
+        return f"({self.ctx.ctype(f.expr.dtype)}{f.width})({text})"
 
     def lane_user(self, ist, args):
         """One reduction point of one lane of a ragged vector group: a scalar update of lane ``.sK``."""
