@@ -12,10 +12,13 @@ elements each block reads per reduction step (a read reused along a tiled dimens
 block); ``busy``: blocks against the work-items that keep the device busy.  Blocks that are not full
 tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is the whole box)
 run codegen's naive loops and cost what those cost; on strided domains only stride-cell blocks fix each
-lane's bounds.  It ranks schedules; it does not predict times.  :func:`stage_features` flattens a
+lane's bounds.  A phased schedule (``StageSchedule.phase``) costs its blocks over ``q`` on the phased
+statements' own counts (:meth:`StageInfo.phase_info`), plus lane-by-lane stores along a phased ``q`` and its
+build amortised (:func:`phase_build_s`).  It ranks schedules; it does not predict times.  :func:`stage_features` flattens a
 (stage, schedule) pair and the model's terms into numbers for a learned model.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -25,7 +28,7 @@ from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
 from . import StageSchedule
 
-__all__ = ["StageInfo", "stage_info", "full_fraction", "stage_cost", "stage_features", "FEATURES",
+__all__ = ["StageInfo", "stage_info", "full_fraction", "stage_cost", "stage_features", "phase_build_s", "FEATURES",
            "STRIDED_NAIVE", "PARTIAL_PENALTY"]
 
 
@@ -47,6 +50,10 @@ class StageInfo:
     :param strided: a reduction bound or a compared index divides an output index (a strided convolution's dX).
     :param strides: per output dimension, the largest such divisor (1: none).
     :param vectors: False for a stage with a bool output (OpenCL has no bool vectors).
+    :param phases: the phase combinations its statements come from (1; a phased stage's info: the product of
+        the strides, its ``shape`` the ``q`` extents).
+    :param phased: ``((phase, StageInfo), ...)``: the info of the stage under each phase decomposition the
+        ``stride_phases`` rule proposes (empty: none), see :meth:`phase_info`.
     """
 
     name: str
@@ -62,6 +69,17 @@ class StageInfo:
     strided: bool = False  # a reduction bound has a coefficient other than +-1 (a strided convolution's dX)
     strides: tuple = ()  # per output dimension, the largest such coefficient in its constraints (1: none)
     vectors: bool = True  # False for a stage with a bool output: OpenCL has no bool vectors
+    phases: int = 1  # phase combinations its statements come from (a phased stage's info: prod of the strides)
+    phased: tuple = ()  # ((phase, StageInfo over q), ...) for the phases the stride_phases rule proposes
+
+    def phase_info(self, phase):
+        """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
+
+        :param phase: a tuple of strides, one per output dimension.
+        :returns: a :class:`StageInfo` over the ``q`` extents, or None.
+        """
+        phase = tuple(phase)
+        return next((p for ph, p in self.phased if ph == phase), None)
 
 
 def _strides(st):
@@ -179,19 +197,37 @@ def _uses(e, var):
 def stage_info(op):
     """The :class:`StageInfo` of a computed stage (isl counts of its statements; deterministic).
 
+    A stage the ``stride_phases`` rule proposes phases for (:func:`~polyad.schedule.phase.phase_strides`)
+    also gets the info of each proposed phase decomposition (``phased``): the same counts read off its
+    phased statements (:func:`polyad.codegen.phase.phase_statements`), over the ``q`` extents.
+
     :param op: a ``ComputeOp`` or polyhedral stage.
     :returns: its :class:`StageInfo`.
     """
     import numpy as np
 
+    stmts = statements_of(op)
+    info = _info_of(op.name, tuple(op.shape), stmts, np.dtype(op.output_dtype(0)).itemsize,
+                    box=not hasattr(op, "statements"))
+    if any(op.output_dtype(i) == "bool" for i in range(op.num_outputs)):
+        info = dataclasses.replace(info, vectors=False)
+    phased = _phased_infos(op, stmts, info)
+    if phased:
+        info = dataclasses.replace(info, phased=phased)
+    return info
+
+
+def _info_of(name, shape, stmts, itemsize, box, phases=1):
+    """The :class:`StageInfo` of statements ``stmts`` over output ``shape`` (``box``: a compute, one statement
+    over the whole box: no regions; ``phases``: the phase combinations ``stmts`` come from)."""
     it = fl = 0
     loads, red, regions, plain, shared, strides = [], False, [], True, [], []
-    simple = not hasattr(op, "statements")  # a compute: one statement over the whole box
-    for st in statements_of(op):
+    first = {}  # a phased stage's reads per step: those of one phase of each source statement
+    for st in stmts:
         i, f = statement_cost(st)
         it += i
         fl += f
-        if not simple:
+        if not box:
             inner, outer = _regions(st)
             if outer is not None:
                 regions.append((i, inner, outer))
@@ -205,6 +241,9 @@ def stage_info(op):
             strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, divs)]
         red |= st.combiner is not None
         plain &= st.combiner is None or st.combiner.kind() is not None
+        src = getattr(st, "source", None)
+        if src is not None and first.setdefault(id(src), st) is not st:
+            continue
         outs = st.out_vars
         for n in post_order(tuple(st.values)):
             if isinstance(n, Load):
@@ -213,18 +252,27 @@ def stage_info(op):
                 contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
                     _uses(ix, last) for ix in n.indices[:-1])
                 loads.append((used, contig))
-    info = StageInfo(op.name, tuple(op.shape), max(it, 1), fl, red, np.dtype(op.output_dtype(0)).itemsize,
-                     tuple(loads), tuple(regions), plain,
-                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0)
+    info = StageInfo(name, shape, max(it, 1), fl, red, itemsize, tuple(loads), tuple(regions), plain,
+                     sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0,
+                     phases=phases)
     # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
     # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
-    import dataclasses
-
     if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
         info = dataclasses.replace(info, strided=True, strides=tuple(strides))
-    if any(op.output_dtype(i) == "bool" for i in range(op.num_outputs)):
-        info = dataclasses.replace(info, vectors=False)
     return info
+
+
+def _phased_infos(op, stmts, info):
+    """((phase, StageInfo over q), ...) for the phases the ``stride_phases`` rule proposes for ``op``."""
+    from ..codegen.phase import phase_shape, phase_statements
+    from .space import phase_options  # the rule's (space imports this module: at call time)
+
+    out = []
+    for ph in phase_options(op, info):
+        pst = phase_statements(op, stmts, ph)
+        p = _info_of(op.name, phase_shape(info.shape, ph), pst, info.itemsize, box=False, phases=math.prod(ph))
+        out.append((ph, dataclasses.replace(p, vectors=info.vectors)))
+    return tuple(out)
 
 
 def _divisors(st):
@@ -257,11 +305,16 @@ def stage_cost(info, ss, dm):
     Blocks that are not full tiles run the naive loops: their share costs what the naive schedule costs.
 
     :param info: the stage's :class:`StageInfo`.
-    :param ss: the :class:`~polyad.schedule.StageSchedule` (its ``local_size``, ``grid_dims`` and ``phase`` are
-        not modelled).
+    :param ss: the :class:`~polyad.schedule.StageSchedule` (its ``local_size`` and ``grid_dims`` are not
+        modelled; a ``phase`` is, where ``info`` holds that phase's info (``info.phased``), else it is ignored).
     :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
     :returns: seconds, a float.
     """
+    if ss.phase is not None and any(x > 1 for x in ss.phase):
+        p = info.phase_info(ss.phase)
+        if p is not None:
+            return _phased_cost(p, ss, dm)
+        ss = dataclasses.replace(ss, phase=None)  # a phase the rule does not propose: not modelled
     if info.strided:
         # measured (conv2d 5x5 stride 3 dX, 2x2/2 max-pool dX): a block of exactly one stride cell along the
         # strided dimensions fixes each lane's reduction bounds (conv dX 35 -> 18 ms, pool dX ~30 -> ~6 ms);
@@ -271,6 +324,38 @@ def stage_cost(info, ss, dm):
             return _blocked_cost(info, ss, dm)
         return STRIDED_NAIVE * _unstrided_cost(info, ss, dm)
     return _unstrided_cost(info, ss, dm)
+
+
+def _phased_cost(p, ss, dm):
+    """A phased stage: per phase a stride-1 sub-stage over ``q`` (``p``, its info read off the phased statements:
+    the reduction window of a stride-``s`` convolution's data gradient is ``ceil(k/s)`` per dimension and slides
+    with ``q``, no floor-division bounds; the ragged border groups are ``p``'s partial blocks), its blocks the
+    tile over ``q`` with every phase inside each work-item; plus lane-by-lane stores when the vectorised
+    dimension is phased, and the build: ``phases x block statements`` copies of code, amortised over runs."""
+    q = dataclasses.replace(ss, phase=None)
+    t = stage_cost(p, q, dm)  # p.strided only where a phase leaves divisions (it does not for its own strides)
+    if ss.vectorize > 1 and ss.phase[-1] > 1:  # stores s apart, one per lane
+        t += math.prod(p.shape) * p.phases / (dm.load_rate * 1e9)
+    return t + phase_build_s(ss)
+
+
+def phase_build_s(ss):
+    """The build time a phased schedule adds, amortised over the ``stride_phases`` rule's runs: its code is the
+    block's statements (``tile / vectorize``) once per phase combination.
+
+    :param ss: a :class:`~polyad.schedule.StageSchedule` with a ``phase``.
+    :returns: seconds per run, a float (0.0 without phases).
+    """
+    from .space import RULE  # the rule's constants (space imports this module: at call time)
+
+    if ss.phase is None:
+        return 0.0
+    k = RULE["stride_phases"].constants
+    phases = math.prod(ss.phase)
+    if phases <= 1:
+        return 0.0
+    statements = max(1, math.prod(ss.tile or (1,)) // max(1, ss.vectorize))
+    return phases * statements * k["build_s_per_statement"] / k["amortised_runs"]
 
 
 # measured: conv2d 5x5 stride 3 dX 35 ms naive against 18 ms in stride-cell blocks, 2x2/2 max-pool dX ~30 ms
@@ -324,7 +409,7 @@ class _Terms:
 def _terms(info, ss, dm):
     rank = len(info.shape)
     tile = ss.tile or (1,) * rank
-    points = max(1, math.prod(info.shape))
+    points = max(1, math.prod(info.shape) * info.phases)  # a phased info's shape is one phase's (q)
     block = max(1, math.prod(tile))
     blocks = math.prod(-(-s // t) for s, t in zip(info.shape, tile)) if rank else 1
     red = max(1.0, info.iterations / points)
@@ -394,8 +479,9 @@ def stage_features(info, ss, dm):
     (``interior_fraction``), lane sharing, strided (0 or 1) and the largest stride.  The schedule's part: the
     innermost two tile sizes and the block's size, vector width, unroll, work-group size (0: the
     implementation's), phases (the product of ``phase``'s strides), blocks, vector accumulators and live
-    vector registers, the fraction of iterations in full tiles, and whether the block is one stride cell.
-    The model's part (:func:`stage_cost`): the block's compute, memory and load-issue times at full-tile
+    vector registers, the fraction of iterations in full tiles, and whether the block is one stride cell
+    (for a phased schedule the blocks, accumulators, registers and full tiles are those over ``q``, read off
+    the phased statements).  The model's part (:func:`stage_cost`): the block's compute, memory and load-issue times at full-tile
     speed, its busy fraction, the naive schedule's cost and the schedule's.
 
     :param info: the stage's :class:`StageInfo`.
@@ -406,11 +492,15 @@ def stage_features(info, ss, dm):
     rank = len(info.shape)
     tile = ss.tile or (1,) * rank
     points = max(1, math.prod(info.shape))
-    k = _terms(info, ss, dm)
     strides = info.strides or (1,) * rank
     gathered = sum(1 for used, contig in info.loads if rank - 1 in used and not contig)
     contiguous = sum(1 for used, contig in info.loads if rank - 1 in used and contig)
     cell = bool(ss.tile) and info.strided and all(t == s for t, s in zip(ss.tile, strides) if s > 1)
+    p = info.phase_info(ss.phase) if ss.phase is not None and any(x > 1 for x in ss.phase) else None
+    # a phased schedule's terms are those of its blocks over q (the phased statements' info)
+    own, q = (info, ss) if p is None else (p, dataclasses.replace(ss, phase=None))
+    cell = cell and p is None
+    k = _terms(own, q, dm)
     values = (
         points, rank, info.shape[-1] if rank else 1, info.shape[-2] if rank >= 2 else 1, info.iterations,
         info.iterations / points, info.flops, info.flops / max(1, info.iterations), info.itemsize,
@@ -420,7 +510,7 @@ def stage_features(info, ss, dm):
         tile[-1] if rank else 1, tile[-2] if rank >= 2 else 1, math.prod(tile), ss.vectorize, ss.unroll,
         math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
         k.acc, k.live,
-        full_fraction(info, ss.tile) if ss.tile else 1.0, cell,
+        full_fraction(own, q.tile) if q.tile else 1.0, cell,
         k.compute, k.mem, k.loads, k.busy, stage_cost(info, StageSchedule(), dm), stage_cost(info, ss, dm),
     )
     return {n: float(v) for n, v in zip(FEATURES, values)}

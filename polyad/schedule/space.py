@@ -31,7 +31,8 @@ from .graph import (_interleavable, _reduction_form, apply_graph_schedule, inlin
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
-           "given_graph", "stage_space", "stage_candidates", "candidate_space", "INLINE_MAX_DEPTH", "INLINE_MAX_SIZE"]
+           "given_graph", "stage_space", "stage_candidates", "candidate_space", "phase_options", "INLINE_MAX_DEPTH",
+           "INLINE_MAX_SIZE"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -732,6 +733,84 @@ def _padded_rows(op, info, dm, graph):
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
+# ---------------------------------------------------------------------------------------------
+# stage rules: stride phases
+# ---------------------------------------------------------------------------------------------
+def _phase_vectors(info):
+    """Whether vectors may run along a phased dimension: a simple reduction's (its stores, ``s`` apart and
+    lane by lane, are few against its multiply-adds), never a reduction-free or select-combiner stage's
+    (measured 2.5-5x slower: every lane's store and select on its own)."""
+    return info.reduction and info.simple
+
+
+def phase_options(op, info):
+    """The phase decompositions the ``stride_phases`` rule proposes for a stage.
+
+    :func:`~polyad.schedule.phase.phase_strides`, each stride kept where it is at most ``max_stride`` and leaves
+    ``min_points`` points per phase along its dimension (a grouped convolution's ``f // 6`` or a flatten's
+    ``i // 500`` are divisions too, of nothing a phase makes dense); for a stage that may not vectorise along a
+    phased dimension, also the same with its innermost dimension unphased (its vectors then run along ``x``).
+
+    :param op: the stage.
+    :param info: its :class:`~polyad.schedule.cost.StageInfo` (``reduction``, ``simple`` and ``vectors`` are read).
+    :returns: a list of phase tuples (empty: the rule does not apply).
+    """
+    from .phase import phase_strides
+
+    if not op.shape:
+        return []
+    found = phase_strides(op)
+    if found is None:
+        return []
+    k = RULE["stride_phases"].constants
+    st = tuple(s if s <= k["max_stride"] and n >= k["min_points"] * s else 1 for s, n in zip(found, op.shape))
+    if all(s == 1 for s in st):
+        return []
+    out = [st]
+    if st[-1] > 1 and info.vectors and not _phase_vectors(info) and any(s > 1 for s in st[:-1]):
+        out.append(st[:-1] + (1,))
+    return out
+
+
+def _phase_channels(c):
+    k = RULE["stride_phases"].constants
+    return sorted({1} | ({c} if c <= k["whole_channels"] else set())
+                  | {d for d in k["channel_divisors"] if d < c and c % d == 0})
+
+
+def _propose_phases(op, info, dm, graph):
+    """Phased blocks: per phase of :func:`phase_options`, tiles over ``q``: the channels (dimension 1 of rank >= 3;
+    reductions only: the channels of a data gradient share the rows of ``H`` they read) whole when few and by
+    divisors, the rows (dimension -2, where it is not the channels), the innermost ``q`` in short vectors (along
+    a phased ``q`` only where :func:`_phase_vectors` allows), unrolls for reductions."""
+    import itertools
+
+    from ..codegen.phase import phase_shape
+
+    k = RULE["stride_phases"].constants
+    out = []
+    for ph in (p for p, _ in info.phased):
+        q = phase_shape(info.shape, ph)
+        rank = len(q)
+        opts = [[1] for _ in range(rank)]
+        if rank >= 3 and info.reduction:
+            opts[1] = _phase_channels(q[1])
+        if rank >= 2 and (rank == 2 or rank >= 4 or not info.reduction):
+            opts[-2] = [r for r in k["rows"] if r <= q[-2]]
+        opts[-1] = [t for t in k["inner"] if t <= q[-1]]
+        vec_ok = info.vectors and (ph[-1] == 1 or _phase_vectors(info))
+        for tile in itertools.product(*opts):
+            t = tile[-1]
+            vecs = [1] + ([t] if vec_ok and t > 1 and t in dm.widths and t <= dm.vector_width else [])
+            for v in vecs:
+                for u in (k["unrolls"] if info.reduction else (1,)):
+                    if all(x == 1 for x in tile):
+                        out.append(StageSchedule(phase=ph, unroll=u))
+                    else:
+                        out.append(StageSchedule(phase=ph, tile=tile, vectorize=v, unroll=u))
+    return out
+
+
 def _partial_of(op, graph, rule):
     return op.name.endswith("_rf") and graph.rule_of("rfactor", op.name[:-3]) == rule
 
@@ -1046,6 +1125,26 @@ RULES = (
          "against 2x1x1x28 2.0); offered to every rank-4 stage, the model took 1x4x5x1 for conv2d_5x5_s3's dW: "
          "29 ms against 12 ms with its 2x1x5x4/float4",
          propose=_propose_channels, ranked=lambda op, info, dm, graph: _padded(op)),
+    Rule("stride_phases", "stage",
+         "stages phase_strides finds strides in: x = s*q + p, one dense stride-1 sub-stage per phase, tiles over q "
+         "(the channels whole when at most whole_channels, and by divisors; rows; the innermost q in short vectors, "
+         "along a phased q only for simple reductions); the model ranks them on strided reductions (CPU); the "
+         "cost: the phased statements' own blocks (window ceil(k/s), no floor-division bounds, ragged border "
+         "groups), lane-by-lane stores along a phased q, and phases x block statements of code, its build "
+         "amortised over amortised_runs",
+         {"max_stride": 4, "min_points": 2, "whole_channels": 32, "channel_divisors": (2, 4, 8, 16), "rows": (1, 2),
+          "inner": (1, 2, 4, 8), "unrolls": (1, 2), "build_s_per_statement": 0.035, "amortised_runs": 10000},
+         "PoCL, 2-core EPYC VM, min of interleaved rounds: conv2d_5x5_s3 dX (32x17x60x60, stride 3) auto 18.3 ms "
+         "(2x1x3x3 stride cell) -> 6.55 ms with phase 1x1x3x3 + tile 1x17x1x4/4 (phase alone 33.6; 1x1x1x8/8 13.0; "
+         "1x8x1x4/4 10.5; 1x17x1x2/2 9.4; 1x17x1x8/8 11.0, its 17 float8 accumulators spill; the same tile "
+         "without the phase 28.4): one vload4 of H feeds the 17 channels; max_pool 2x2/2 dX 6.16 (stride cell) vs "
+         "6.20 phased, no gain; avg_pool dX 12.2 naive vs 9.34 with phase 1x1x2x1 + 1x1x1x8/8 (unphased "
+         "1x1x1x8/8 10.3); vectors along a phased dimension of a pool gradient 2.5-5x slower (lane-by-lane stores "
+         "2 apart, selects); the dilated conv dX gains nothing (phased 2.07 vs 2.08 ms tiled, padded 0.75); "
+         "code: 1x17x1x4/4 phased is 650 KB of OpenCL C, 4.8 s codegen (isl) + 1.3 s compile, against 43 KB "
+         "and 1.1 s for the stride cell; 1x1x1x4/4 50 KB, 1.9 s: about 0.035 s per block statement and phase",
+         applies=lambda op, info, dm, graph: bool(info.phased), propose=_propose_phases,
+         ranked=lambda op, info, dm, graph: dm.kind == "cpu" and info.strided and _phase_vectors(info)),
     Rule("more_unrolls", "stage",
          "reductions: unroll 16 where the reduction has at least 4 trips of it (for the tuner: the model's unroll "
          "term never prefers it to unroll 2)",

@@ -66,10 +66,10 @@ def graphs(name, shape):
 
 def summary(sched):
     """A schedule's decisions (stages, inline, rfactor, pad) without its notes; a stage's schedule as its
-    non-default fields."""
+    non-default fields (``phase`` among them where set: ``to_dict`` writes it only then)."""
     d = sched.to_dict()
     default = type(sched.default)().to_dict()
-    stages = {n: {k: v for k, v in ss.items() if v != default[k]} for n, ss in d["stages"].items()}
+    stages = {n: {k: v for k, v in ss.items() if k not in default or v != default[k]} for n, ss in d["stages"].items()}
     return {"stages": stages, "inline": d["inline"], "rfactor": d["rfactor"], "pad": d["pad"]}
 
 

@@ -1,0 +1,175 @@
+"""The ``stride_phases`` rule (issue 12): the space proposes stride phases (``StageSchedule.phase``) where
+``phase_strides`` finds strides, the model ranks them on strided reductions, and auto picks the measured
+phased block for a strided convolution's data gradient at the benchmark shapes, nowhere else.
+
+docs/scheduling.md (stride phases) has the measurements: conv2d_5x5_s3 dX 18.3 -> 6.55 ms with phase
+1x1x3x3 + tile 1x17x1x4/4; max_pool dX no gain; the dilated convolution is padded.
+"""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.bench.workloads import WORKLOADS
+from polyad.codegen.phase import phase_shape
+from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare
+from polyad.schedule.auto import auto_schedule
+from polyad.schedule.cost import phase_build_s, stage_cost, stage_features, stage_info
+from polyad.schedule.graph import stage_ops, uniquely_named
+from polyad.schedule.phase import phase_strides
+from polyad.schedule.space import RULE, graph_decisions, phase_options, stage_space
+from polyad.te.tensor import PlaceholderOp, walk_ops
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import auto_golden  # noqa: E402
+
+ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-former-constants.json")
+GPU = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
+# the workloads whose auto backward gets a phased stage at the benchmark shapes (zen5-former-constants); the
+# tiny-shape builds below check each against pa.evaluate
+PHASED = {"conv2d_5x5_s3": {"d_conv2d_pad_from_conv2d": StageSchedule(phase=(1, 1, 3, 3), tile=(1, 17, 1, 4),
+                                                                       vectorize=4)}}
+
+
+def _conv_dx(stride, size=14, c_in=2, c_out=3, k=5, pad=1, dil=1):
+    X = pa.placeholder((1, c_in, size, size), name="X")
+    W = pa.placeholder((c_out, c_in, k, k), name="W")
+    Y = pa.nn.conv2d(X, W, strides=stride, padding=pad, dilation=dil)
+    H = pa.placeholder(Y.shape, name="H")
+    return [pa.differentiate(Y, [X], head=H)[0]]
+
+
+def _stages(outs, dm=ZEN5):
+    g = graph_decisions(uniquely_named(outs), dm)
+    return g, [op for op in stage_ops(g.outputs)[0] if op.name not in g.inline]
+
+
+def _phased_candidates(op, g, dm=ZEN5):
+    return [c for c in stage_space(op, dm, g, g.infos[op.name]).candidates if c.rule.startswith("stride_phases")]
+
+
+def test_phases_are_proposed_only_where_phase_strides_finds_strides():
+    for stride, want in ((1, None), (3, (1, 1, 3, 3))):
+        g, ops = _stages(_conv_dx(stride))
+        found = {op.name: phase_strides(op) for op in ops}
+        assert any(v == want for v in found.values()) if want else all(v is None for v in found.values())
+        for op in ops:
+            cands = _phased_candidates(op, g)
+            if found[op.name] is None:
+                assert not cands and not g.infos[op.name].phased, (stride, op.name)
+            else:
+                assert cands, (stride, op.name)
+                assert {c.schedule.phase for c in cands} == {found[op.name]}
+                assert all(c.ranked for c in cands)  # a strided sum on a CPU: the model ranks them
+                assert not any(c.ranked for c in _phased_candidates(op, g, GPU))  # never measured on a GPU
+    # divisions of nothing a phase makes dense: a grouped convolution's f // 6, a flatten's i // 20
+    lenet = WORKLOADS["lenet_step"].instantiate(batch=1)
+    flat = WORKLOADS["flatten"].instantiate(batch=1, c=4, h=4, w=5)
+    for case, name in ((lenet, "conv2d"), (flat, "flatten")):
+        op = next(op for op in walk_ops([case.forward_te(case.placeholders())]) if op.name == name)
+        assert phase_strides(op) is not None
+        assert phase_options(op, stage_info(op)) == [] and not stage_info(op).phased
+
+
+def test_pool_gradients_phase_without_vectors_along_a_phased_dimension():
+    for kind in ("max", "avg"):
+        X = pa.placeholder((1, 2, 16, 16), name="X")
+        Y = pa.nn.pool2d(X, (2, 2), (2, 2), 0, kind)
+        H = pa.placeholder(Y.shape, name="H")
+        g, ops = _stages([pa.differentiate(Y, [X], head=H)[0]])
+        cands = [c for op in ops for c in _phased_candidates(op, g)]
+        assert cands, kind
+        phases = {c.schedule.phase for c in cands}
+        assert phases == {(1, 1, 2, 2), (1, 1, 2, 1)}, kind  # the innermost unphased: vectors along x
+        for c in cands:
+            assert not c.ranked  # reduction-free: for the tuner (max_pool measured no gain)
+            if c.schedule.vectorize > 1:
+                assert c.schedule.phase[-1] == 1, (kind, c.schedule)
+
+
+def test_phased_cost_follows_the_measurements_at_the_bench_shape():
+    g, ops = _stages(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
+    op = next(op for op in ops if op.name == "d_conv2d_pad_from_conv2d")
+    info = g.infos[op.name]
+    assert info.strided and [ph for ph, _ in info.phased] == [(1, 1, 3, 3)]
+    p = info.phase_info((1, 1, 3, 3))
+    assert not p.strided and p.shape == phase_shape(info.shape, (1, 1, 3, 3)) and p.phases == 9
+    assert p.iterations == info.iterations and p.flops == info.flops
+
+    def cost(**kw):
+        return stage_cost(info, StageSchedule(**kw), ZEN5)
+
+    ph = (1, 1, 3, 3)
+    best = cost(phase=ph, tile=(1, 17, 1, 4), vectorize=4)  # measured 6.55 ms
+    # measured: 1x17x1x2/2 9.4, 1x17x1x8/8 11.0 (spills), the stride cell 18.3, the phase alone 33.6 ms
+    assert best < cost(phase=ph, tile=(1, 17, 1, 2), vectorize=2) < cost(tile=(2, 1, 3, 3), unroll=2)
+    assert best < cost(phase=ph, tile=(1, 17, 1, 8), vectorize=8)
+    assert cost(phase=ph) > cost(tile=(2, 1, 3, 3), unroll=2)
+    # the build term: phases x block statements
+    assert phase_build_s(StageSchedule(phase=ph, tile=(1, 17, 1, 4), vectorize=4)) == pytest.approx(
+        9 * 17 * RULE["stride_phases"].constants["build_s_per_statement"]
+        / RULE["stride_phases"].constants["amortised_runs"])
+    assert phase_build_s(StageSchedule(tile=(1, 17, 1, 4), vectorize=4)) == 0.0
+    f = stage_features(info, StageSchedule(phase=ph, tile=(1, 17, 1, 4), vectorize=4), ZEN5)
+    assert f["phases"] == 9 and f["cost_s"] == best and f["stride_cell"] == 0.0
+
+
+def test_auto_picks_phases_for_the_strided_conv_data_gradient_only():
+    got = {}
+    for name in sorted(WORKLOADS):
+        for kind, outs in auto_golden.graphs(name, None):
+            s = auto_schedule(outs, device=ZEN5)
+            for n, ss in s.stages.items():
+                if ss.phase is not None:
+                    got.setdefault(name, {})[kind, n] = ss
+    assert got == {name: {("bwd", n): ss for n, ss in st.items()} for name, st in PHASED.items()}
+    # not where phases measured no gain or cannot pay: max_pool's dX (stride cells), the dilated convolution
+    # (padded), tiny shapes (the build outweighs microseconds)
+    for name, shape in (("max_pool", None), ("conv2d_dilated", None), ("conv2d_5x5_s3", auto_golden.TINY["conv2d_5x5_s3"]),
+                        ("conv2d_dilated", auto_golden.TINY["conv2d_dilated"])):
+        s = auto_schedule(dict(auto_golden.graphs(name, shape))["bwd"], device=ZEN5)
+        assert all(ss.phase is None for ss in s.stages.values()), name
+    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
+    assert any("phase 1x1x3x3, tile 1x17x1x4, vectorize 4" in n for n in s.notes)
+
+
+def _fit(ss, shape):
+    q = phase_shape(shape, ss.phase)
+    tile = tuple(max(1, min(t, n)) for t, n in zip(ss.tile, q))
+    vec = ss.vectorize
+    while vec > 1 and tile[-1] % vec:
+        vec //= 2
+    return StageSchedule(phase=ss.phase, tile=tile, vectorize=vec, unroll=ss.unroll)
+
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+@pytest.mark.parametrize("name", sorted(PHASED))
+def test_the_phased_auto_stages_compute_the_gradient_at_tiny_shapes(name):
+    """The auto schedule (tiny shapes) with its bench-shape phased stages (fitted to one phase's points)
+    equals pa.evaluate."""
+    case = WORKLOADS[name].instantiate(**auto_golden.TINY[name])
+    ph = case.placeholders()
+    Y = case.forward_te(ph)
+    H = pa.placeholder(Y.shape, dtype=Y.dtype, name="H")
+    grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
+    ins = [ph[i.name] for i in case.inputs] + [H]
+    auto = auto_schedule(grads, device=ZEN5)
+    g, _ = prepare(grads, auto)
+    ops = {op.name: op for op in walk_ops(g) if not isinstance(op, PlaceholderOp)}
+    stages = dict(auto.stages)
+    for n, ss in PHASED[name].items():
+        assert phase_strides(ops[n]) == ss.phase
+        stages[n] = _fit(ss, ops[n].shape)
+    sched = Schedule("phased", stages=stages, inline=auto.inline, rfactor=auto.rfactor, pad=auto.pad)
+    data = case.data(seed=3)
+    arrays = [data[t.name] for t in ins]
+    mod = pa.build(grads, ins, schedule=sched)
+    got = mod(*arrays)
+    got = got if isinstance(got, list) else [got]
+    want = pa.evaluate(grads, dict(zip(ins, arrays)))
+    for t, a, b in zip(grads, got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=t.name)
