@@ -161,7 +161,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         bar = _bar(progress, trials)
         try:
             session.run([space.auto_config()], search, bar)
-            while session.trials < trials:
+            while session.trials < trials and not measurer.nothing_to_tune:
                 if time_budget is not None and time.perf_counter() - start > time_budget:
                     break
                 want = min(n_batch, trials - session.trials)

@@ -111,10 +111,12 @@ def graph_context(outputs, inputs, model):
 
 
 class Measurer:
-    """Measures batches of schedules.  ``device_key`` names the device its trials ran on."""
+    """Measures batches of schedules.  ``device_key`` names the device its trials ran on;
+    ``nothing_to_tune`` says that the build has no kernel to schedule."""
 
     device_key = ""
     workers = 1
+    nothing_to_tune = False
 
     def context(self):
         """The :class:`Context` of the graph it measures."""
@@ -166,6 +168,8 @@ class LocalMeasurer(Measurer):
             raise BuildError(f"tune: the auto schedule does not run, so there is nothing to check candidates "
                              f"against: {first.error}")
         self.ref_time = first.time
+        # no kernel at all (every output a bitcast of an input, flatten's gradient): no schedule changes anything
+        self.nothing_to_tune = not first.stages
 
     def _program(self, schedule):
         from ..codegen import generate as codegen

@@ -178,3 +178,13 @@ def test_a_candidate_over_its_time_limit_is_stopped_after_one_run(tmp_path):
     assert recs[0].error.startswith("too slow: one run took") and "the timeout" in recs[0].error, recs[0].error
     assert all(r.error.startswith(("too slow", "CompilerCrash: the OpenCL compiler did not finish")) for r in recs)
     assert all(r.time is None for r in recs)
+
+
+def test_a_build_without_kernels_is_measured_once(tmp_path):
+    """flatten's gradient is a bitcast of H: no kernel, so no schedule changes anything."""
+    X = pa.placeholder((2, 3, 4), name="X")
+    Y = pa.nn.flatten(X)
+    H = pa.placeholder(Y.shape, name="H")
+    [dX] = pa.differentiate(Y, [X], H)
+    res = pa.tune([dX], [H], trials=20, log=tmp_path / "l.jsonl")
+    assert res.trials == 1 and res.schedule.name == "auto"
