@@ -53,7 +53,7 @@ def backward_graph(name, params=None, seed=0, device=None, case=None):
         case = WORKLOADS[name].instantiate(**(params or {}))
     ph = case.placeholders()
     Y = case.forward_te(ph)
-    H = pa.placeholder(Y.shape, dtype=Y.dtype, name="H")
+    H = pa.placeholder(Y.shape, dtype=Y.dtype, name=f"d_{Y.name}")  # named as pa.vjp names its head
     grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
     saved = pa.residuals(grads, [H], save="reductions")
     order = [Y] + [r for r in saved if r is not Y]

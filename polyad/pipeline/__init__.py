@@ -185,7 +185,6 @@ def list_devices():
 def resolve_schedule(outputs, schedule, device=None, inputs=None):
     """The Schedule a build of ``outputs`` (from ``inputs``, default: its placeholders) uses for
     ``schedule`` on ``device``, within its vector widths, tuning logs applied as ``pa.build`` applies them."""
-    from ..schedule import resolve
     from ..te.graph import cut
     from ..te.tensor import placeholders
 
@@ -195,7 +194,7 @@ def resolve_schedule(outputs, schedule, device=None, inputs=None):
     outs, ins = cut(outs, as_tensor_list(inputs, "build inputs") if inputs is not None else placeholders(outs))
     renamed = _renamed(outs)
     tuning = tuned.plan(schedule, renamed, ins, dev)
-    return _within_widths(resolve(tuning.schedule, renamed, model, lookup=tuning.lookup), model.widths)
+    return _within_widths(tuning.resolve(renamed, model), model.widths)
 
 
 def _within_widths(sched, widths, why=None):
@@ -335,9 +334,9 @@ def _max_width(sched):
 def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
     from ..codegen import generate as codegen
     from ..runtime.module import Module
-    from ..schedule import naive, prepare, resolve
+    from ..schedule import naive, prepare
 
-    sched = resolve(tuning.schedule, renamed, model, lookup=tuning.lookup)
+    sched = tuning.resolve(renamed, model)
     sched = _within_widths(sched, model.widths, why=lambda names: (
         f"polyad: {_name(dev)} does not compile the vector widths the schedule asks for stages "
         f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"))

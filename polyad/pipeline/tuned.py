@@ -18,11 +18,35 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Plan:
     """``schedule`` for :func:`polyad.schedule.resolve`, the ``lookup`` its auto-scheduler takes, and
-    a ``token`` for the program cache key (the database's digest: a grown log is a new build)."""
+    a ``token`` for the program cache key (the database's digest: a grown log is a new build).
+    ``fallback``: for a whole logged schedule, the stage lookup to use instead when it does not fit
+    the graph (a graph of the same structure whose stages have other names)."""
 
     schedule: object
     lookup: object = None
     token: str = ""
+    fallback: object = None
+
+    def resolve(self, renamed, model):
+        """The :class:`~polyad.schedule.Schedule` for ``renamed`` (uniquely named outputs) on ``model``."""
+        from ..errors import ScheduleError
+        from ..schedule import resolve
+        from ..schedule.graph import validate
+
+        sched = resolve(self.schedule, renamed, model, lookup=self.lookup)
+        if self.fallback is None:
+            return sched
+        try:
+            validate(renamed, sched)
+            return sched
+        except ScheduleError as e:
+            # the keys are structural, the schedule names stages: take the logged stages by their keys instead
+            import dataclasses
+
+            auto = resolve("auto", renamed, model, lookup=self.fallback)
+            why = (f"the tuning log's schedule of this graph names other stages ({str(e).splitlines()[0]}); "
+                   "its stages are applied by their keys instead")
+            return dataclasses.replace(auto, name="tuned", notes=(why,) + auto.notes)
 
 
 def plan(schedule, renamed, inputs, dev):
@@ -40,7 +64,8 @@ def plan(schedule, renamed, inputs, dev):
             import dataclasses
 
             note = f"the fastest schedule of this graph in the tuning log: {rec.where()}"
-            return Plan(dataclasses.replace(sched, name="tuned", notes=(note,)), None, db.digest())
+            return Plan(dataclasses.replace(sched, name="tuned", notes=(note,)), None, db.digest(),
+                        fallback=db.lookup_for(dkey))
         lookup = _Counting(db.lookup_for(dkey))
         return Plan("auto", lookup, db.digest() + "|stages")
     if isinstance(schedule, str) and schedule == "auto":

@@ -188,3 +188,37 @@ def test_a_build_without_kernels_is_measured_once(tmp_path):
     [dX] = pa.differentiate(Y, [X], H)
     res = pa.tune([dX], [H], trials=20, log=tmp_path / "l.jsonl")
     assert res.trials == 1 and res.schedule.name == "auto"
+
+
+def test_a_logged_schedule_of_the_same_structure_with_other_stage_names_applies_by_stage_keys(tmp_path):
+    """Keys are structural, a schedule names stages: the benchmark's recompute graph has the vjp graph's key
+    but its head (and the padded copy of it) has another name. The build takes the logged stages by key."""
+    from polyad.pipeline import resolve_schedule
+
+    def conv(head):
+        X = pa.placeholder((1, 2, 10, 10), name="X")
+        W = pa.placeholder((4, 2, 3, 3), name="W")
+        Y = pa.nn.conv2d(X, W)
+        H = pa.placeholder(Y.shape, name=head)
+        return list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+
+    outs, ins = conv("H")
+    log = tmp_path / "conv.jsonl"
+    pa.tune(outs, ins, trials=4, log=log, workers=2, repeat=2, confirm=0)
+    # a record naming H_pad (the padded copy of the head), the fastest by far: the graph's best whole schedule
+    from polyad.pipeline import _renamed, select_device
+    from polyad.runtime.device import device_key
+    from polyad.schedule.tuning import Record, TuningLog, workload_key
+
+    padded = pa.Schedule("mine", stages={"H_pad": pa.StageSchedule(tile=(1, 1, 2, 2))}, pad=frozenset({"d_X_from_conv2d"}))
+    with TuningLog(log) as w:
+        w.append(Record.of(padded, workload_key(_renamed(outs), ins), device_key(select_device()), trial=99,
+                           candidate="hand", times=[1e-9]))
+    got = resolve_schedule(outs, pa.tuned(log), inputs=ins)
+    assert "H_pad" in got.stages  # it fits the graph it was tuned on
+    outs2, ins2 = conv("G")
+    got2 = resolve_schedule(outs2, pa.tuned(log), inputs=ins2)
+    assert got2.name == "tuned" and "names other stages" in got2.notes[0]
+    a = _arrays(ins2)
+    for g, r in zip(pa.build(outs2, ins2, schedule=pa.tuned(log))(*a), pa.evaluate(outs2, dict(zip(ins2, a)))):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
