@@ -99,7 +99,7 @@ class TuneResult:
 
 def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None, workers=None, seed=0,
          resume=True, data=None, batch=None, policy="evolutionary", name="", progress=False, repeat=5,
-         timeout=60.0, confirm=3, measurer=None):
+         timeout=60.0, confirm=5, measurer=None):
     """Search schedules for a build of ``outputs`` on the device, measuring each.
 
     The auto schedule is measured first (candidate 0); every candidate's outputs are checked against its
@@ -127,7 +127,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param repeat: timed runs per candidate (the median counts).
     :param timeout: seconds a candidate's compile or first run may take.
     :param confirm: at the end, the best schedule and the auto schedule are measured again side by side, this many
-        times alternately (logged as ``candidate="confirm"``; a tuning database takes each configuration's median),
+        times alternately (default 5) (logged as ``candidate="confirm"``; a tuning database takes each configuration's median),
         and the result's times are those medians; the best must still beat auto there, else auto is the result (0:
         take the search's figures).
     :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).

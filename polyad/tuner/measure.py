@@ -8,7 +8,8 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
    (:func:`polyad.runtime.cache.precompile`): a compiler that aborts costs its candidate, not the run;
 3. one candidate at a time on the device: run it once on fixed inputs and compare every output with
    the auto schedule's (relative error at most ``rtol``, the benchmark's tolerance: a mismatch is an
-   error, never a result); then a warm-up, ``repeat`` timed runs (the median is the trial's time) and
+   error, never a result); then a warm-up, ``repeat`` timed runs, more (up to ``SPREAD_RUNS`` times as
+   many) while they spread widely (the median is the trial's time), and
    one :meth:`~polyad.runtime.Module.profile`, whose per-kernel medians give every stage's time at once
    (Ansor's joint measurement: one build measures a candidate for every stage).
 
@@ -26,6 +27,18 @@ from ..errors import BuildError, PolyadError
 
 # the benchmark suite's tolerance (polyad.bench.report.ERR_FLAG): max |got - ref| / max |ref|
 RTOL = 1e-3
+# runs spread more than this (interquartile range over the median) are not settled: up to SPREAD_RUNS
+# times ``repeat`` runs are taken
+SPREAD = 0.15
+SPREAD_RUNS = 4
+
+
+def settled(times):
+    """Whether timed runs agree well enough for their median to rank schedules (IQR/median <= SPREAD)."""
+    if len(times) < 3:
+        return False
+    q1, med, q3 = np.percentile(times, [25, 50, 75])
+    return med > 0 and (q3 - q1) / med <= SPREAD
 
 
 @dataclass(frozen=True)
@@ -239,12 +252,14 @@ class LocalMeasurer(Measurer):
         for _ in range(self.warmup):
             mod.run(*bufs)
         times = []
-        for _ in range(self.repeat):
+        # more runs while they spread widely (a kernel whose few work-groups split unevenly over the cores
+        # was measured at 1.8-3.2 ms run to run): a median of five would rank noise
+        while len(times) < self.repeat or (len(times) < SPREAD_RUNS * self.repeat and not settled(times)):
             t0 = time.perf_counter()
             mod.run(*bufs)
             times.append(time.perf_counter() - t0)
         med = float(np.median(times))
-        kernels = mod.profile(*self.arrays, repeat=max(1, self.repeat // 2), warmup=0)
+        kernels = mod.profile(*self.arrays, repeat=max(1, self.repeat), warmup=0)
         stages = {}
         for k in program.kernels:
             stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)

@@ -204,3 +204,11 @@ def test_unknown_policy_and_bad_trials_are_errors(conv):
         _tune(ctx, outs, ins, policy="annealing")
     with pytest.raises(pa.PolyadError, match="trials"):
         _tune(ctx, outs, ins, trials=0)
+
+
+def test_runs_that_spread_widely_are_not_settled():
+    from polyad.tuner.measure import settled
+
+    assert settled([1.0, 1.01, 0.99, 1.0, 1.02])
+    assert not settled([1.0, 1.8, 1.0, 3.2, 1.1])  # one kernel's few work-groups split unevenly: bimodal runs
+    assert not settled([1.0, 1.0])  # too few to say
