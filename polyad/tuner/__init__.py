@@ -137,9 +137,11 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :raises BuildError: when even the auto schedule does not build or run.
     """
     from ..schedule.auto import auto_schedule
-    from ..schedule.tuning import TuningLog, read_log, workload_key
+    import random
+
+    from ..schedule.tuning import workload_key
     from ..te.tensor import as_tensor_list
-    from .configs import ConfigSpace, seeded
+    from .configs import ConfigSpace
     from .search import POLICIES
 
     if policy not in POLICIES:
@@ -155,8 +157,8 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         ctx = measurer.context()
         space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
         wkey = workload_key(ctx.outputs, ctx.inputs)
-        session = _Session(space, measurer, wkey, name, log, resume, read_log, TuningLog)
-        search = POLICIES[policy](space, seeded(seed), ctx.model)
+        session = _Session(space, measurer, wkey, name, log, resume)
+        search = POLICIES[policy](space, random.Random(seed), ctx.model)
         n_batch = batch or max(4, 2 * getattr(measurer, "workers", 1))
         bar = _bar(progress, trials)
         try:
@@ -207,8 +209,8 @@ def _measurer(outputs, inputs, device, workers, data, repeat, timeout):
 class _Session:
     """The measurements of one run: the log, the resume set, the best so far, the wall-time split."""
 
-    def __init__(self, space, measurer, wkey, name, log, resume, read_log, TuningLog):
-        from ..schedule.tuning import config_key
+    def __init__(self, space, measurer, wkey, name, log, resume):
+        from ..schedule.tuning import TuningLog, config_key, read_log
 
         self.space, self.measurer, self.wkey, self.name = space, measurer, wkey, name
         self.config_key = config_key

@@ -9,7 +9,6 @@ is the auto schedule itself, which the tuner measures first and never reports a 
 """
 
 import math
-import random
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
@@ -182,7 +181,3 @@ def _spread(factors, now):
     lo = [f for f in fs if f < now]
     hi = [f for f in fs if f > now]
     return ([lo[-1]] if lo else []) + ([hi[0]] if hi else [])
-
-
-def seeded(seed):
-    return random.Random(seed)
