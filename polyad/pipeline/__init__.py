@@ -347,7 +347,8 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
         if w <= 1:
             break
         attempts.append(_within_widths(attempts[-1], [x for x in model.widths if x < w]))
-    if attempts[-1].stages or attempts[-1].inline or attempts[-1].rfactor or attempts[-1].pad:
+    last = attempts[-1]
+    if last.stages or last.inline or last.rfactor or last.pad or last.space_to_depth:
         attempts.append(naive())
     for i, s in enumerate(attempts):
         g, loop = prepare(renamed, s)

@@ -181,8 +181,8 @@ SCHEDULE_VERSION = 1
 class Schedule:
     """A schedule for a whole build.
 
-    Graph-level decisions (``pad``, ``rfactor``, ``inline``) are transformations applied to the tensor graph
-    before codegen (pad, then rfactor, then inline); loop-level ones (``stages``, ``default``) are applied by
+    Graph-level decisions (``pad``, ``space_to_depth``, ``rfactor``, ``inline``) are transformations applied to
+    the tensor graph before codegen, in that order; loop-level ones (``stages``, ``default``) are applied by
     codegen.
 
     :param name: the schedule's name (``"naive"``, ``"auto"``, or one of your own).
@@ -196,6 +196,8 @@ class Schedule:
     :param notes: why the auto-scheduler decided what it did (shown by :meth:`describe`, not used by codegen).
     :param pad: names of sums clipped by an operand's bounds to run over their bounding box on a zero-padded copy of
         it (:func:`polyad.schedule.graph.pad_reads`).
+    :param space_to_depth: names of reductions whose operands read at a stride (``X[3y + kh]``) are read from a
+        de-interleaved copy instead, at unit stride (:func:`polyad.schedule.graph.space_to_depth`).
     :raises ScheduleError: when a field has the wrong type (``stages`` not a dict of names -> StageSchedule,
         ``inline`` or ``pad`` not a set of names, a bad rfactor value); whether the names exist in the graph is
         checked by :func:`validate`.
@@ -208,6 +210,7 @@ class Schedule:
     rfactor: dict = field(default_factory=dict)
     notes: tuple = ()
     pad: frozenset = frozenset()
+    space_to_depth: frozenset = frozenset()
 
     def __post_init__(self):
         if not isinstance(self.stages, dict):
@@ -223,6 +226,9 @@ class Schedule:
         if isinstance(self.pad, str) or any(not isinstance(n, str) for n in self.pad):
             raise ScheduleError(f"Schedule.pad must be a set of stage names, got {self.pad!r}")
         object.__setattr__(self, "pad", frozenset(self.pad))
+        if isinstance(self.space_to_depth, str) or any(not isinstance(n, str) for n in self.space_to_depth):
+            raise ScheduleError(f"Schedule.space_to_depth must be a set of stage names, got {self.space_to_depth!r}")
+        object.__setattr__(self, "space_to_depth", frozenset(self.space_to_depth))
         rf = {}
         for k, v in dict(self.rfactor).items():
             if not isinstance(k, str):
@@ -239,7 +245,8 @@ class Schedule:
 
     # -- data -----------------------------------------------------------------------------------
     def to_dict(self):
-        return {
+        """Plain data (JSON-ready); ``space_to_depth`` only when set (older schedules read and write as before)."""
+        out = {
             "format": SCHEDULE_FORMAT,
             "version": SCHEDULE_VERSION,
             "name": self.name,
@@ -250,6 +257,9 @@ class Schedule:
             "rfactor": {k: RFactor.of(self.rfactor[k]).to_data() for k in sorted(self.rfactor)},
             "notes": list(self.notes),
         }
+        if self.space_to_depth:
+            out["space_to_depth"] = sorted(self.space_to_depth)
+        return out
 
     def to_json(self, indent=None):
         """The schedule as JSON text (stable: keys sorted, same schedule -> same text)."""
@@ -264,7 +274,7 @@ class Schedule:
         version = data.get("version")
         if version != SCHEDULE_VERSION:
             raise ScheduleError(f"schedule format version {version!r} is not supported (this polyad reads {SCHEDULE_VERSION})")
-        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad"}
+        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad", "space_to_depth"}
         extra = sorted(set(data) - known)
         if extra:
             raise ScheduleError(f"schedule: unknown fields {extra}")
@@ -277,6 +287,9 @@ class Schedule:
         pad = data.get("pad", [])
         if not isinstance(pad, list):
             raise ScheduleError("schedule: 'pad' must be a list of stage names")
+        s2d = data.get("space_to_depth", [])
+        if not isinstance(s2d, list):
+            raise ScheduleError("schedule: 'space_to_depth' must be a list of stage names")
         rf = data.get("rfactor", {})
         if not isinstance(rf, dict):
             raise ScheduleError("schedule: 'rfactor' must be an object of stage name -> factor")
@@ -288,6 +301,7 @@ class Schedule:
             rfactor=dict(rf),
             notes=tuple(data.get("notes", ())),
             pad=frozenset(pad),
+            space_to_depth=frozenset(s2d),
         )
 
     @classmethod
@@ -306,6 +320,8 @@ class Schedule:
             lines.extend(_wrap(f"inline ({len(self.inline)}): ", sorted(self.inline)))
         for n in sorted(self.pad):
             lines.append(f"  pad_reads {n}")
+        for n in sorted(self.space_to_depth):
+            lines.append(f"  space_to_depth {n}")
         for n in sorted(self.rfactor):
             lines.append(f"  rfactor {n} by {RFactor.of(self.rfactor[n]).describe()}")
         if self.default != StageSchedule():

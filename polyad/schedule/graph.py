@@ -5,6 +5,9 @@
 * :func:`rfactor` splits the largest reduction axis of a stage by a factor:
   a partial stage ``<name>_rf[o..., ro]`` reduces blocks of ``factor``
   iterations, the stage itself reduces those partial results over ``ro``;
+* :func:`pad_reads` runs a clipped sum over its bounding box on a zero-padded operand;
+* :func:`space_to_depth` gives a reduction's strided reads a de-interleaved copy,
+  ``{ X[i] -> X_s2d[i mod s, i div s] }``, that it reads at unit stride;
 * :func:`validate` checks a :class:`~polyad.schedule.Schedule` against a graph;
 * :func:`apply_graph_schedule` does all of it for codegen.
 
@@ -24,7 +27,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["inline", "rfactor", "pad_reads", "paddable", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["inline", "rfactor", "pad_reads", "paddable", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -107,6 +110,8 @@ def inlinable(op):
             return "it is a reduction (materialise it, or rfactor it)"
         return None
     stmts = op.statements
+    if "space_to_depth_of" in op.attrs:
+        return f"it is the de-interleaved copy space_to_depth made for {op.attrs['space_to_depth_of']!r}"
     if op.num_outputs != 1 or len(stmts) != 1:
         return f"its {len(stmts)} statements define it region by region (only one assignment over the whole box inlines)"
     st = stmts[0]
@@ -519,6 +524,187 @@ def pad_reads(outputs, stage):
 
 
 # ---------------------------------------------------------------------------------------------
+# space-to-depth: strided reads made unit-stride
+# ---------------------------------------------------------------------------------------------
+def strided_reads(op):
+    """The operands a reduction reads at a stride: ``[(tensor, strides, loads)]``, or ``[]``.
+
+    A load's dimension is strided when its index is affine with a single reduction variable ``r`` in it,
+    at coefficient ``s >= 2``: ``idx = s*r + e(o)`` (a stride-3 convolution's weight gradient reads
+    ``X[b, ci, 3*y + kh, 3*x + kw]``, ``{ [co, ci, kh, kw, b, y, x] -> [b, ci, 3y + kh, 3x + kw] }``).
+    A tensor qualifies when every load of it in ``op`` has the same strides (``strides``: one per dimension,
+    1 where the index is left alone), at least one above 1.  Read off the isl form of the indices, never
+    from op names.
+    """
+    from ..poly.convert import NotAffine, ToIsl, pieces
+    from ..poly.stage import statements_of
+    from ..errors import PolyadError
+
+    if isinstance(op, PlaceholderOp):
+        return []
+    try:
+        stmts = statements_of(op)
+    except PolyadError:
+        return []
+    if len(stmts) != 1 or stmts[0].combiner is None:
+        return []
+    st = stmts[0]
+    conv = ToIsl(st.vars)
+    by_tensor = {}
+    for load in {id(n): n for n in post_order(tuple(st.values)) if isinstance(n, Load)}.values():
+        strides = []
+        for ix in load.indices:
+            s = 1
+            try:
+                ps = pieces(conv.aff(ix))
+            except NotAffine:
+                ps = []
+            if len(ps) == 1 and ps[0][1].dim(isl.dim_type.div) == 0:
+                aff = ps[0][1]
+                red = [int(str(aff.get_coefficient_val(isl.dim_type.in_, st.n_out + j)))
+                       for j in range(len(st.vars) - st.n_out)]
+                used = [c for c in red if c]
+                if len(used) == 1 and used[0] >= 2:
+                    s = used[0]
+            strides.append(s)
+        by_tensor.setdefault(id(load.tensor), (load.tensor, []))[1].append((load, tuple(strides)))
+    out = []
+    for T, loads in by_tensor.values():
+        shapes = {s for _, s in loads}
+        if len(shapes) == 1 and max(next(iter(shapes))) > 1:
+            out.append((T, next(iter(shapes)), tuple(l for l, _ in loads)))
+    return out
+
+
+def _s2d_layout(shape, strides):
+    """(first strided dimension f, the de-interleaved shape): the phases of the strided dimensions go
+    before dimension f, each strided extent ``n`` becomes ``ceil(n / s)``: NCHW strided in H and W is
+    ``[N, C, s_h, s_w, ceil(H / s_h), ceil(W / s_w)]``, whose last index runs along ``x`` at unit stride."""
+    dims = [d for d, s in enumerate(strides) if s > 1]
+    f = dims[0]
+    return f, tuple(shape[:f]) + tuple(strides[d] for d in dims) + tuple(
+        -(-n // s) for n, s in zip(shape[f:], strides[f:]))
+
+
+def space_to_depth(outputs, stage):
+    """The graph of ``outputs`` with the strided reads of reduction ``stage`` made unit-stride.
+
+    For each operand :func:`strided_reads` finds (``L`` read as ``L[.., s*r + e, ..]``), a de-interleaved
+    copy of its own kernel (never inlined back)::
+
+        L_s2d[.., p, .., q, ..] = L[.., s*q + p, ..]   where s*q + p < n,  0 elsewhere
+        T[o] = sum_r ... L_s2d[.., e mod s, .., r + e div s, ..] ...
+
+    When ``L`` is itself a copy (a zero-padded input: reads and constants only) the copy reads what
+    ``L`` reads, statement by statement (``L``'s domains pulled back through ``s*q + p``), and ``L``'s
+    own kernel goes when nothing else reads it.
+
+    the isl map ``{ L[i] -> L_s2d[i mod s, i div s] }`` per strided dimension.  ``e`` is free of the
+    reduction variables, so the phase is fixed across the reduction loop and consecutive ``r`` read
+    consecutive elements: TVM's and oneDNN's space-to-depth for a strided convolution's weight gradient,
+    whose ``X[3y + kh, 3x + kw]`` reads become vector loads along ``x``.
+
+    :raises ScheduleError: naming the stage when it does not exist or reads nothing at a stride.
+    """
+    from ..poly.stage import PolyOp, Statement, box_set, dim_names, statements_of
+    from ..te.expr import floordiv, floormod
+
+    outs = as_tensor_list(outputs, "space_to_depth outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"space_to_depth: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    found = strided_reads(op)
+    if not found:
+        raise ScheduleError(f"space_to_depth: stage {stage!r} is not a reduction that reads an operand at a "
+                            "stride (an index s*r + e with a reduction variable r and s >= 2)")
+    st = statements_of(op)[0]
+    red = st.red_vars
+    taken = {o.name for o in walk_ops(outs)}
+    swaps = {}
+    for T, strides, loads in found:
+        f, shape = _s2d_layout(T.shape, strides)
+        dims = [d for d, s in enumerate(strides) if s > 1]
+        vs = tuple(IterVar(f"j{d}", "int32", lo=0, extent=e, kind="data") for d, e in enumerate(shape))
+        names = dim_names(vs)
+        phase = {d: f + k for k, d in enumerate(dims)}  # positions in vs
+        src, isl_src, cons = list(vs[:f]), list(names[:f]), []
+        for k, d in enumerate(range(f, len(strides))):
+            q = f + len(dims) + k
+            if d in phase:
+                src.append(vs[q] * strides[d] + vs[phase[d]])
+                isl_src.append(f"{strides[d]}*{names[q]} + {names[phase[d]]}")
+                cons.append(f"{isl_src[-1]} < {T.shape[d]}")
+            else:
+                src.append(vs[q])
+                isl_src.append(names[q])
+        full = box_set("S0", vs)
+        region = full.intersect(isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(cons) + " }",
+                                        context=full.get_ctx()))
+        stmts = []
+        if _moves_data(T.op):
+            # T is itself a copy (a zero-padded X): read what it reads, T[g(j)] = v_S(g(j)) on g^-1(D_S)
+            g = isl.Map("{ S0[" + ", ".join(names) + "] -> [" + ", ".join(isl_src) + "] }", context=full.get_ctx())
+            for k, st in enumerate(T.op.statements):
+                dom = g.intersect_range(st.domain.reset_tuple_id()).domain().intersect(region)
+                value = substitute(st.values[0], dict(zip(st.out_vars, src)))
+                stmts.append(Statement(f"S{k}", vs, len(vs), dom.set_tuple_name(f"S{k}").coalesce(), (value,)))
+        else:
+            stmts.append(Statement("S0", vs, len(vs), region, (Load(T, tuple(src)),)))
+        zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+        outside = full.subtract(region)
+        for st in [x for x in stmts if x.values[0] is zero]:  # T's own zero fill joins the one outside it
+            stmts.remove(st)
+            outside = outside.union(st.domain.set_tuple_name("S0"))
+        stmts = [dataclasses.replace(x, name=f"S{k}", domain=x.domain.set_tuple_name(f"S{k}"))
+                 for k, x in enumerate(stmts)]
+        stmts.append(Statement(f"S{len(stmts)}", vs, len(vs), outside.set_tuple_name(f"S{len(stmts)}").coalesce(),
+                               (zero,)))
+        made = PolyOp(_fresh_name(f"{T.name}_s2d", taken), shape, (T.dtype,),
+                      tuple(x for x in stmts if not x.domain.is_empty()), {"space_to_depth_of": stage})
+        taken.add(made.name)
+        for load in loads:
+            idx = list(load.indices[:f])
+            ph, qs = [], []
+            for d in range(f, len(strides)):
+                ix = load.indices[d]
+                if strides[d] == 1:
+                    qs.append(ix)
+                    continue
+                r = next(v for v in red if _uses(ix, v))
+                e = substitute(ix, {r: Const(0, r.dtype)})  # ix = s*r + e
+                ph.append(floormod(e, strides[d]))
+                qs.append(r + floordiv(e, strides[d]))
+            swaps[id(load)] = Load(made.output(0), tuple(idx + ph + qs))
+
+    def swap(node, rebuilt):
+        return swaps.get(id(node))
+
+    new = map_values(op, swap)
+    rw = _Rewriter()
+    for o in walk_ops(outs):
+        if o is op:
+            rw.map_outputs(op, new)
+        else:
+            rw.rebuild(o)
+    return rw.result(outs)
+
+
+def _moves_data(op):
+    """True for a polyhedral stage of reads and constants only (a zero-padded copy): space_to_depth reads
+    through it instead of copying a copy."""
+    from ..poly.stage import PolyOp
+
+    return isinstance(op, PolyOp) and op.num_outputs == 1 and all(
+        st.combiner is None and not st.accumulate and st.n_out == len(st.vars) and isinstance(st.values[0], (Load, Const))
+        for st in op.statements)
+
+
+def _uses(e, v):
+    return any(n is v for n in post_order((e,)))
+
+
+# ---------------------------------------------------------------------------------------------
 # checking and applying a Schedule
 # ---------------------------------------------------------------------------------------------
 def _check_stage_schedule(name, op, ss):
@@ -587,9 +773,10 @@ def validate(outputs, schedule):
 
 
 def _validated(outs, schedule):
-    """The graph with ``schedule``'s pads applied, every other decision checked against it.
+    """The graph with ``schedule``'s pads and space-to-depth copies applied, every other decision checked
+    against it.
 
-    The pads come first: they name the padded copies (``H_pad``, fresh if taken) that stage
+    They come first: they name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage
     schedules may mention, and turn the padded stages into box reductions.
     """
     _, by_name = stage_ops(outs)
@@ -598,6 +785,12 @@ def _validated(outs, schedule):
             raise ScheduleError(f"pad: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
         outs = pad_reads(outs, n)
     if schedule.pad:
+        _, by_name = stage_ops(outs)
+    for n in sorted(schedule.space_to_depth):
+        if n not in by_name:
+            raise ScheduleError(f"space_to_depth: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
+        outs = space_to_depth(outs, n)
+    if schedule.space_to_depth:
         _, by_name = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
     listing = ", ".join(sorted(by_name))
@@ -623,10 +816,11 @@ def _validated(outs, schedule):
 
 
 def apply_graph_schedule(outputs, schedule):
-    """(new outputs, schedule): ``schedule``'s pad, rfactor then inline applied to the graph of ``outputs``."""
+    """(new outputs, schedule): ``schedule``'s pad, space_to_depth, rfactor then inline applied to the graph of
+    ``outputs``."""
     from . import RFactor
 
-    outs = _validated(uniquely_named(outputs), schedule)  # the pads applied
+    outs = _validated(uniquely_named(outputs), schedule)  # the pads and space-to-depth copies applied
     for n in sorted(schedule.rfactor):
         spec = RFactor.of(schedule.rfactor[n])
         outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave)

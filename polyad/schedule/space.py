@@ -27,7 +27,7 @@ from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, stage_info
 from .graph import (_interleavable, _reduction_form, apply_graph_schedule, inlinable, inline, pad_reads, paddable,
-                    rfactor, stage_ops, uniquely_named)
+                    rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
@@ -122,9 +122,10 @@ class GraphChoice:
     :param pad: names of the padded stages.
     :param rfactor: stage name -> factor or :class:`~polyad.schedule.RFactor`.
     :param inline: names of the inlined stages.
-    :param made_by: ``{"pad" | "rfactor" | "inline": {stage name: rule name}}``.
+    :param made_by: ``{"pad" | "space_to_depth" | "rfactor" | "inline": {stage name: rule name}}``.
     :param infos: stage name -> :class:`~polyad.schedule.cost.StageInfo` of ``outputs``' stages.
     :param notes: the decisions' notes, in order.
+    :param space_to_depth: names of the stages whose strided reads read de-interleaved copies.
     """
 
     outputs: list
@@ -134,6 +135,7 @@ class GraphChoice:
     made_by: dict = field(default_factory=dict)
     infos: dict = field(default_factory=dict)
     notes: tuple = ()
+    space_to_depth: frozenset = frozenset()
 
     def rule_of(self, target, name):
         """The rule that made the ``target`` decision of stage ``name``.
@@ -158,6 +160,7 @@ class Space:
     :param pad: stage names that may be padded.
     :param candidates: stage name -> tuple of :class:`Candidate` (the same schedules, with the rule that
         proposed each and whether the model ranks it).
+    :param space_to_depth: stage names whose strided reads may read a de-interleaved copy.
     """
 
     inline: tuple
@@ -165,13 +168,14 @@ class Space:
     stages: dict = field(default_factory=dict)
     pad: tuple = ()
     candidates: dict = field(default_factory=dict)
+    space_to_depth: tuple = ()
 
     def size(self):
         """The number of schedules in the space.
 
         :returns: an int.
         """
-        n = 2 ** (len(self.inline) + len(self.pad))
+        n = 2 ** (len(self.inline) + len(self.pad) + len(self.space_to_depth))
         for f in self.rfactor.values():
             n *= len(f) + 1
         for c in self.stages.values():
@@ -219,6 +223,26 @@ def _pad_clipped_sum(op, info, dm):
     return [(True, f"pad_reads {op.name}: its sum is clipped only by {load.tensor.name}'s bounds; over the "
                    f"bounding box on a zero-padded {load.tensor.name} ({boxed / inside:.2f}x the multiply-adds) "
                    "every block is a full vector block")]
+
+
+# ---------------------------------------------------------------------------------------------
+# graph rules: space-to-depth
+# ---------------------------------------------------------------------------------------------
+def _strided_operands(op, info, dm):
+    """A long reduction reading an operand's rows at a stride (a strided convolution's weight gradient) reads a
+    de-interleaved copy instead, when its innermost output is too narrow for vectors: its loads become
+    unit-stride, and vectors (rfactor_lanes) can run along them."""
+    if dm.kind != "cpu" or info is None or info.iterations < _const("strided_reads", "min_iterations"):
+        return []
+    if not op.shape or op.shape[-1] * 2 > max(dm.vector_width, 1):
+        return []  # vectors run along the outputs, not along the strided reduction (a dilated convolution)
+    found = [x for x in strided_reads(op) if x[1][-1] > 1]  # strided along the rows the lanes would load
+    copied = sum(math.prod(T.shape) for T, _, _ in found)
+    if not found or info.iterations < _const("strided_reads", "min_reuse") * copied:
+        return []
+    what = ", ".join(f"{T.name} (strides {'x'.join(map(str, s))})" for T, s, _ in found)
+    return [(True, f"space_to_depth {op.name}: it reads {what} at a stride; a de-interleaved copy "
+                   f"({copied} elements, {info.iterations / copied:.0f} reads each) makes the reads unit-stride")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,6 +592,13 @@ def graph_decisions(outputs, dm):
     for n in sorted(pad):
         outs = pad_reads(outs, n)
     infos = {op.name: stage_info(op) for op in stage_ops(outs)[0]}
+    s2ds, s2d_by = _decide("space_to_depth", stage_ops(outs)[0], infos, dm, notes)
+    s2d = frozenset(s2ds)
+    for n in sorted(s2d):
+        outs = space_to_depth(outs, n)
+    if s2d:  # the rewritten stages and their copies are new
+        infos = {op.name: (infos.get(op.name) if op.name not in s2d else None) or stage_info(op)
+                 for op in stage_ops(outs)[0]}
     rf, rf_by = _decide("rfactor", stage_ops(outs)[0], infos, dm, notes)
     g = outs
     for n in sorted(rf):
@@ -580,8 +611,9 @@ def graph_decisions(outputs, dm):
     inline_by = {}
     chosen = _inline_by_evaluations(ops, g, infos, notes, dm, inline_by)
     inl = _cap_inlined(ops, chosen, notes)
-    made_by = {"pad": pad_by, "rfactor": rf_by, "inline": {n: r for n, r in inline_by.items() if n in inl}}
-    return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes))
+    made_by = {"pad": pad_by, "space_to_depth": s2d_by, "rfactor": rf_by,
+               "inline": {n: r for n, r in inline_by.items() if n in inl}}
+    return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes), s2d)
 
 
 def given_graph(outs, schedule, dm):
@@ -595,10 +627,11 @@ def given_graph(outs, schedule, dm):
     :returns: a :class:`GraphChoice` (no notes).
     :raises ScheduleError: when a decision does not fit the graph (naming the stage).
     """
-    g, _ = apply_graph_schedule(outs, Schedule("graph", rfactor=schedule.rfactor, pad=schedule.pad))
+    g, _ = apply_graph_schedule(outs, Schedule("graph", rfactor=schedule.rfactor, pad=schedule.pad,
+                                               space_to_depth=schedule.space_to_depth))
     inline(g, schedule.inline)  # ScheduleError naming the stage when an inline does not fit
     infos = {op.name: stage_info(op) for op in stage_ops(g)[0]}
-    padded, _ = apply_graph_schedule(outs, Schedule("graph", pad=schedule.pad))
+    padded, _ = apply_graph_schedule(outs, Schedule("graph", pad=schedule.pad, space_to_depth=schedule.space_to_depth))
     by_name = stage_ops(padded)[1]
     rf_by = {}
     for n, spec in schedule.rfactor.items():
@@ -610,7 +643,8 @@ def given_graph(outs, schedule, dm):
         if n in rf and RFactor.of(rf[n]) == want:
             rf_by[n] = by[n]
     return GraphChoice(g, frozenset(schedule.pad), dict(schedule.rfactor), frozenset(schedule.inline),
-                       {"pad": {}, "rfactor": rf_by, "inline": {}}, infos, ())
+                       {"pad": {}, "space_to_depth": {}, "rfactor": rf_by, "inline": {}}, infos, (),
+                       frozenset(schedule.space_to_depth))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,6 +764,19 @@ def _padded_rows(op, info, dm, graph):
     if vec is None or e > _const("padded_rows", "max_row"):
         return []
     r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= _const("padded_rows", "max_vectors") else 1
+    return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
+
+
+def _copy_rows(op, info, dm, graph):
+    """The block of a de-interleaved copy (:func:`~polyad.schedule.graph.space_to_depth`): a few whole rows of
+    its unit-stride last dimension as vectors (its reads gather at the stride; its writes stream)."""
+    if "space_to_depth_of" not in getattr(op, "attrs", {}) or len(op.shape) < 2 or dm.kind != "cpu":
+        return []
+    e = op.shape[-1]
+    vec = next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
+    r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
+    while op.shape[-2] % r:
+        r -= 1
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
@@ -1017,6 +1064,7 @@ def candidate_space(outputs, device=None, schedule=None):
     out_ops = {id(t.op) for t in outs}
     inl = tuple(op.name for op in ops if id(op) not in out_ops and inlinable(op) is None)
     pad = tuple(op.name for op in ops if paddable(op) is not None)
+    s2d = tuple(op.name for op in ops if strided_reads(op))
     if schedule is None:
         graph = graph_decisions(outs, dm)
     else:
@@ -1033,7 +1081,7 @@ def candidate_space(outputs, device=None, schedule=None):
     candidates = {op.name: stage_space(op, dm, graph, graph.infos[op.name]).candidates
                   for op in stage_ops(graph.outputs)[0] if op.name not in graph.inline}
     stages = {n: [c.schedule for c in cs] for n, cs in candidates.items()}
-    return Space(inl, rf, stages, pad, candidates)
+    return Space(inl, rf, stages, pad, candidates, s2d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1044,12 +1092,21 @@ def _never(*_):
 
 
 RULES = (
-    # graph: pad, rfactor (the first that proposes decides), inline
+    # graph: pad, space_to_depth, rfactor (the first that proposes decides), inline
     Rule("pad_clipped_sums", "graph", "pad a sum clipped only by one operand's bounds, so that every block is full",
          {"max_extra": 1.5, "min_reduction": 16},
          "conv2d_3x3 dX: 3.5 ms clipped (its best blocks), 1.6 ms padded (16% more multiply-adds, a 2.2 MB "
          "copy); the dilated convolution's dX 1.97 -> 0.49 ms",
          target="pad", propose=_pad_clipped_sum),
+    Rule("strided_reads", "graph",
+         "CPU: a long reduction that reads an operand's rows at a stride (X[3y + kh, 3x + kw]) and whose innermost "
+         "output is narrower than half a vector reads a de-interleaved copy, X_s2d[.., kh mod 3, kw mod 3, "
+         "y + kh div 3, x + kw div 3], at unit stride",
+         {"min_iterations": 1 << 16, "min_reuse": 4},
+         "conv2d_5x5_s3 dW (32x17x60x60 padded X, stride 3), PoCL on a 2-core Zen 4: 59 ms in auto's 1x1x5x5 "
+         "blocks and 25.6 ms interleaved over x with stride-3 gathers, against 7.0 ms interleaved over x on the "
+         "copy plus 1.2 ms for the copy (1x1x1x1x4x20/float4)",
+         target="space_to_depth", propose=_strided_operands),
     Rule("rfactor_lanes", "graph",
          "CPU: interleave a sum whose innermost output is narrower than half a vector over a long reduction axis "
          "it reads contiguously (a conv weight gradient over x), one vector of partials per output",
@@ -1098,6 +1155,13 @@ RULES = (
          "rows of H cost); the dilated dX's 34-wide rows do not split: the model's 1x4x2x32/float16 took 0.49 ms",
          applies=_proposes(_padded_rows), propose=_padded_rows, limit=_only_own("padded_rows"),
          note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, no cut blocks"),
+    Rule("copy_rows", "stage", "a space-to-depth copy (CPU): whole rows of its last dimension, about row_elements "
+         "per block, in the widest vectors dividing the row",
+         {"widths": (16, 8, 4, 2), "row_elements": 80},
+         "conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from a 32x17x60x60 padded X): naive 4.4-5.7 ms, 1x1x1x1x1x20/float4 "
+         "2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8",
+         applies=_proposes(_copy_rows), propose=_copy_rows, limit=_only_own("copy_rows"),
+         note=lambda op, info, dm: f"a de-interleaved copy: whole rows of {op.shape[-1]} as vectors"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),

@@ -34,6 +34,10 @@ class Variant:
     pad: frozenset
     stages: tuple  # of StageChoices, by name
     why: str = "auto"
+    space_to_depth: frozenset = frozenset()
+
+    def graph_key(self):
+        return self.inline, self.rfactor, self.pad, self.space_to_depth
 
     def schedule(self, picks, name="tuned"):
         """The Schedule of this variant with candidate ``picks[i]`` for stage i."""
@@ -42,7 +46,8 @@ class Variant:
             ss = st.candidates[i]
             if ss != StageSchedule():
                 stages[st.name] = ss
-        return Schedule(name, stages=stages, inline=self.inline, rfactor=dict(self.rfactor), pad=self.pad)
+        return Schedule(name, stages=stages, inline=self.inline, rfactor=dict(self.rfactor), pad=self.pad,
+                        space_to_depth=self.space_to_depth)
 
 
 class ConfigSpace:
@@ -58,12 +63,11 @@ class ConfigSpace:
         self.model = model
         self.auto = auto
         self.variants = []
-        for inline, rf, pad, why in _graph_neighbours(outputs, auto, model):
+        for inline, rf, pad, s2d, why in _graph_neighbours(outputs, auto, model):
             if len(self.variants) >= max_variants:
                 break
-            v = _variant(outputs, model, inline, rf, pad, why, auto if not self.variants else None)
-            if v is not None and all((v.inline, v.rfactor, v.pad) != (w.inline, w.rfactor, w.pad)
-                                     for w in self.variants):
+            v = _variant(outputs, model, inline, rf, pad, s2d, why, auto if not self.variants else None)
+            if v is not None and all(v.graph_key() != w.graph_key() for w in self.variants):
                 self.variants.append(v)
         if not self.variants:
             raise ScheduleError("the auto schedule's graph decisions do not apply to the graph")
@@ -122,13 +126,14 @@ class ConfigSpace:
         return [(s, s.candidates[i]) for s, i in zip(self.variants[v].stages, picks)]
 
 
-def _variant(outputs, model, inline, rf, pad, why, auto):
+def _variant(outputs, model, inline, rf, pad, s2d, why, auto):
     from ..schedule.cost import stage_cost
     from ..schedule.graph import stage_ops
     from ..schedule.space import given_graph, stage_space
 
     try:
-        graph = given_graph(outputs, Schedule("graph", inline=inline, rfactor=dict(rf), pad=pad), model)
+        graph = given_graph(outputs, Schedule("graph", inline=inline, rfactor=dict(rf), pad=pad, space_to_depth=s2d),
+                            model)
     except ScheduleError:
         return None
     stages = []
@@ -145,30 +150,34 @@ def _variant(outputs, model, inline, rf, pad, why, auto):
         if first in cands:
             cands.remove(first)
         stages.append(StageChoices(op.name, op, info, (first,) + tuple(cands)))
-    return Variant(frozenset(inline), tuple(sorted(rf.items())), frozenset(pad), tuple(stages), why)
+    return Variant(frozenset(inline), tuple(sorted(rf.items())), frozenset(pad), tuple(stages), why, frozenset(s2d))
 
 
 def _graph_neighbours(outputs, auto, model):
-    """The auto schedule's graph decisions, then one-decision changes of them."""
+    """The auto schedule's graph decisions, then one-decision changes of them:
+    ``(inline, rfactor, pad, space_to_depth, why)``."""
     from ..schedule.space import candidate_space
 
-    inline, rf, pad = set(auto.inline), dict(auto.rfactor), set(auto.pad)
-    yield frozenset(inline), rf, frozenset(pad), "auto"
+    inline, rf, pad, s2d = frozenset(auto.inline), dict(auto.rfactor), frozenset(auto.pad), frozenset(auto.space_to_depth)
+    yield inline, rf, pad, s2d, "auto"
     space = candidate_space(outputs, model, schedule=auto)
     for n in sorted(rf):
-        yield frozenset(inline), {k: v for k, v in rf.items() if k != n}, frozenset(pad), f"no rfactor of {n}"
+        yield inline, {k: v for k, v in rf.items() if k != n}, pad, s2d, f"no rfactor of {n}"
     for n in sorted(pad):
-        yield frozenset(inline), rf, frozenset(pad - {n}), f"no pad_reads of {n}"
+        yield inline, rf, pad - {n}, s2d, f"no pad_reads of {n}"
     for n in sorted(set(space.pad) - pad):
-        yield frozenset(inline), rf, frozenset(pad | {n}), f"pad_reads {n}"
+        yield inline, rf, pad | {n}, s2d, f"pad_reads {n}"
+    for n in sorted(s2d):
+        yield inline, rf, pad, s2d - {n}, f"no space_to_depth of {n}"
+    for n in sorted(set(space.space_to_depth) - s2d):
+        yield inline, rf, pad, s2d | {n}, f"space_to_depth {n}"
     for n, options in sorted(space.rfactor.items()):
         factors = sorted({o if isinstance(o, int) else o.factor for o in options})
         now = RFactor.of(rf[n]).factor if n in rf else None
         for f in _spread(factors, now):
-            yield frozenset(inline), dict(rf, **{n: f}), frozenset(pad), f"rfactor {n} by {f}"
+            yield inline, dict(rf, **{n: f}), pad, s2d, f"rfactor {n} by {f}"
     for n in sorted(space.inline):
-        flip = inline ^ {n}
-        yield frozenset(flip), rf, frozenset(pad), ("materialise " if n in inline else "inline ") + n
+        yield inline ^ {n}, rf, pad, s2d, ("materialise " if n in inline else "inline ") + n
 
 
 def _spread(factors, now):

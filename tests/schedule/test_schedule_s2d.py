@@ -1,0 +1,158 @@
+"""Space-to-depth (issue 12): a reduction's strided reads ``X[3y + kh, 3x + kw]`` read a de-interleaved copy
+``X_s2d[.., kh mod 3, kw mod 3, y + kh div 3, x + kw div 3]`` at unit stride.
+
+Three layers: the transformation against ``pa.evaluate`` on random convolutions (hypothesis), its structure
+(which reads are strided, the copy reads through a zero-padded input, no strided read is left), and the
+auto-scheduler's choice (only conv2d_5x5_s3's weight gradient at the benchmark shapes) with a build
+against ``pa.evaluate``.  docs/scheduling.md has the measurements.
+"""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polyad as pa
+from polyad.bench.workloads import WORKLOADS
+from polyad.schedule import DeviceModel, RFactor, Schedule, StageSchedule, validate
+from polyad.schedule.auto import auto_schedule
+from polyad.schedule.graph import inlinable, space_to_depth, stage_ops, strided_reads, uniquely_named
+from polyad.schedule.space import candidate_space
+from polyad.te.expr import Load
+from polyad.te.tensor import PlaceholderOp, walk_ops
+from polyad.te.visit import post_order
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import auto_golden  # noqa: E402
+
+ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-former-constants.json")
+
+
+def _conv_grads(size, stride, pad, dil, k=3, c_in=2, c_out=3, batch=2):
+    X = pa.placeholder((batch, c_in, size, size), name="X")
+    W = pa.placeholder((c_out, c_in, k, k), name="W")
+    Y = pa.nn.conv2d(X, W, strides=stride, padding=pad, dilation=dil)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = uniquely_named(list(pa.differentiate(Y, [X, W], head=H)))
+    rng = np.random.default_rng(size * 7 + pad)
+    feeds = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)}
+    return grads, feeds
+
+
+def _strided_stages(outs):
+    return [op.name for op in stage_ops(outs)[0] if strided_reads(op)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(5, 13), sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 3),
+       dw=st.integers(1, 3), k=st.integers(2, 4), data=st.data())
+def test_space_to_depth_equals_evaluate_on_random_convolutions(size, sh, sw, dh, dw, k, data):
+    pad = data.draw(st.integers(0, k - 1))
+    if (size + 2 * pad - dh * (k - 1) - 1) < 0 or (size + 2 * pad - dw * (k - 1) - 1) < 0:
+        return  # no output
+    grads, feeds = _conv_grads(size, (sh, sw), pad, (dh, dw), k=k)
+    want = pa.evaluate(grads, feeds)
+    names = _strided_stages(grads)
+    # a stride above 1 over more than one output row or column is what makes the weight gradient's reads
+    # strided (dilations stride the outputs)
+    oh, ow = next(a.shape for t, a in feeds.items() if t.name == "H")[2:]
+    assert bool(names) == ((sh > 1 and oh > 1) or (sw > 1 and ow > 1)), (names, sh, sw, oh, ow)
+    for n in names:
+        new = space_to_depth(grads, n)
+        for a, b in zip(pa.evaluate(new, feeds), want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        op = stage_ops(new)[1][n]
+        assert strided_reads(op) == []  # every read of the stage is unit-stride now
+
+
+def test_the_strided_reads_of_a_stride_3_weight_gradient_and_the_copy_it_reads():
+    grads, feeds = _conv_grads(14, 3, 1, 1, k=5)
+    dW = grads[1].name
+    (T, strides, loads), = strided_reads(stage_ops(grads)[1][dW])
+    assert strides == (1, 1, 3, 3) and len(loads) == 1
+    new = space_to_depth(grads, dW)
+    ops = stage_ops(new)[1]
+    copy = ops[f"{T.name}_s2d"]
+    # { X_pad[b, c, i, j] -> X_s2d[b, c, i mod 3, j mod 3, i div 3, j div 3] }: 16 padded rows -> 3 phases x 6
+    assert copy.shape == (2, 2, 3, 3, 6, 6)
+    # the zero-padded copy of X is read through: the s2d copy reads X itself, the padded X has no kernel left
+    assert {t.name for t in copy.input_tensors} == {"X"} and T.name not in ops
+    assert inlinable(copy) is not None and "space_to_depth" in inlinable(copy)
+    reads = [n for n in post_order(tuple(ops[dW].body)) if isinstance(n, Load) and n.tensor.op is copy]
+    assert len(reads) == 1 and str(reads[0]).endswith("x + i3//3]")  # the lanes' axis x at unit stride
+    for a, b in zip(pa.evaluate(new, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_schedule_field_is_data_and_its_errors_name_the_stage():
+    grads, _ = _conv_grads(14, 3, 1, 1, k=5)
+    dW, dX = grads[1].name, grads[0].name
+    s = Schedule("s2d", space_to_depth={dW})
+    assert Schedule.from_json(s.to_json()) == s and f"space_to_depth {dW}" in s.describe()
+    assert "space_to_depth" not in Schedule("plain").to_dict()  # older schedules read and write as before
+    validate(grads, s)
+    with pytest.raises(pa.ScheduleError, match="space_to_depth: there is no stage 'nope'"):
+        validate(grads, Schedule("bad", space_to_depth={"nope"}))
+    other = [op.name for op in stage_ops(grads)[0] if not strided_reads(op)][0]
+    with pytest.raises(pa.ScheduleError, match=f"stage '{other}' is not a reduction that reads an operand at a stride"):
+        validate(grads, Schedule("bad", space_to_depth={other}))
+    with pytest.raises(pa.ScheduleError, match="space_to_depth must be a set of stage names"):
+        Schedule("bad", space_to_depth=dW)
+    with pytest.raises(pa.ScheduleError, match="'space_to_depth' must be a list"):
+        Schedule.from_dict(dict(Schedule("x").to_dict(), space_to_depth=dW))
+    assert dX not in _strided_stages(grads)  # the data gradient is phased (StageSchedule.phase), not this
+
+
+def test_auto_reads_de_interleaved_copies_for_the_stride_3_weight_gradient_only():
+    got = {}
+    for name in sorted(WORKLOADS):
+        for kind, outs in auto_golden.graphs(name, None):
+            s = auto_schedule(outs, device=ZEN5)
+            if s.space_to_depth:
+                got[name, kind] = s
+    # the autodiff gradient and the hand-written TE one alike: the rule reads structure, not names
+    assert set(got) == {("conv2d_5x5_s3", "bwd"), ("conv2d_5x5_s3", "hand")}
+    s = got["conv2d_5x5_s3", "bwd"]
+    assert s.space_to_depth == {"d_W_from_conv2d"}
+    # the copy makes the reads along x unit-stride: rfactor_lanes interleaves them, copy_rows blocks the copy
+    assert RFactor.of(s.rfactor["d_W_from_conv2d"]).axis == "x"
+    assert any(n.startswith("space_to_depth d_W_from_conv2d") for n in s.notes)
+    assert s.stages["conv2d_pad_s2d"].tile[-1] == 20
+    # not at tiny shapes (the copy would not pay), not on the GPU model (not measured there)
+    tiny = dict(auto_golden.graphs("conv2d_5x5_s3", auto_golden.TINY["conv2d_5x5_s3"]))["bwd"]
+    assert not auto_schedule(tiny, device=ZEN5).space_to_depth
+    gpu = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
+    assert not auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=gpu).space_to_depth
+
+
+def test_the_tuner_space_offers_space_to_depth_both_ways():
+    from polyad.tuner.configs import _graph_neighbours
+
+    grads, _ = _conv_grads(14, 3, 1, 1, k=5)
+    dW = grads[1].name
+    assert candidate_space(grads, ZEN5).space_to_depth == (dW,)
+    plain = auto_schedule(grads, device=ZEN5)
+    assert not plain.space_to_depth
+    whys = [n[-1] for n in _graph_neighbours(grads, plain, ZEN5)]
+    assert f"space_to_depth {dW}" in whys
+    with_it = Schedule("auto", space_to_depth={dW})
+    assert f"no space_to_depth of {dW}" in [n[-1] for n in _graph_neighbours(grads, with_it, ZEN5)]
+
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+@pytest.mark.parametrize("stride,pad", [((3, 3), 1), ((2, 3), 0)])
+def test_built_space_to_depth_with_lane_vectors_equals_evaluate(stride, pad):
+    grads, feeds = _conv_grads(23, stride, pad, 1, k=5, c_in=3, c_out=4)
+    dW = grads[1].name
+    s = Schedule("s2d", space_to_depth={dW}, rfactor={dW: RFactor(4, axis="x", interleave=True)},
+                 stages={f"{dW}_rf": StageSchedule(tile=(1, 1, 5, 5, 4), vectorize=4)})
+    ins = list(feeds)
+    got = pa.build(grads, ins, schedule=s)(*feeds.values())
+    for t, a, b in zip(grads, got, pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=t.name)
+    assert any(op.name.endswith("_s2d") for op in walk_ops(pa.schedule.prepare(grads, s)[0])
+               if not isinstance(op, PlaceholderOp))
