@@ -21,7 +21,7 @@ import dataclasses
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..te.expr import Call, Const, IterVar, Load, Reduce, binary
+from ..te.expr import Call, Const, IterVar, Load, Reduce, binary, select
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
@@ -642,7 +642,22 @@ def space_to_depth(outputs, stage):
         region = full.intersect(isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(cons) + " }",
                                         context=full.get_ctx()))
         stmts = []
-        if _moves_data(T.op):
+        boxed = _box_copy(T.op)
+        if boxed is not None:
+            # T is a zero-padded copy of a box (X_pad[i] = X[i - 1] inside, 0 outside): one statement over the
+            # whole box, its border a select against zero, so that every row of the copy is one vector block
+            st0, bb = boxed
+            cond = None
+            for d, (lo, hi) in enumerate(bb):
+                top = (strides[d] * -(-T.shape[d] // strides[d]) if d >= f and strides[d] > 1 else T.shape[d]) - 1
+                for c in ([binary("ge", src[d], Const(lo, "int32"))] if lo > 0 else []) + \
+                         ([binary("le", src[d], Const(hi, "int32"))] if hi < top else []):
+                    cond = c if cond is None else binary("and", cond, c)
+            value = substitute(st0.values[0], dict(zip(st0.out_vars, src)))
+            zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+            stmts.append(Statement("S0", vs, len(vs), full,
+                                   (value if cond is None else select(cond, value, zero),)))
+        elif _moves_data(T.op):
             # T is itself a copy (a zero-padded X): read what it reads, T[g(j)] = v_S(g(j)) on g^-1(D_S)
             g = isl.Map("{ S0[" + ", ".join(names) + "] -> [" + ", ".join(isl_src) + "] }", context=full.get_ctx())
             for k, st in enumerate(T.op.statements):
@@ -652,7 +667,7 @@ def space_to_depth(outputs, stage):
         else:
             stmts.append(Statement("S0", vs, len(vs), region, (Load(T, tuple(src)),)))
         zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
-        outside = full.subtract(region)
+        outside = full.subtract(region) if boxed is None else full.subtract(full)
         for st in [x for x in stmts if x.values[0] is zero]:  # T's own zero fill joins the one outside it
             stmts.remove(st)
             outside = outside.union(st.domain.set_tuple_name("S0"))
@@ -688,6 +703,25 @@ def space_to_depth(outputs, stage):
         else:
             rw.rebuild(o)
     return rw.result(outs)
+
+
+def _box_copy(op):
+    """(the read statement, its bounds) when ``op`` is a zero-padded copy: one statement reading a tensor over
+    a box of its domain, zeros elsewhere (``pa.nn``'s padding, :func:`pad_reads`'s copies); else None."""
+    from ..poly.convert import bounds
+
+    if not _moves_data(op):
+        return None
+    reads = [st for st in op.statements if isinstance(st.values[0], Load)]
+    zeros = [st for st in op.statements if isinstance(st.values[0], Const) and st.values[0].value == 0]
+    if len(reads) != 1 or len(reads) + len(zeros) != len(op.statements):
+        return None
+    dom = reads[0].domain.reset_tuple_id()
+    bb = bounds(dom)
+    box = isl.Set.universe(dom.get_space())
+    for d, (lo, hi) in enumerate(bb):
+        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(lo)).upper_bound_val(isl.dim_type.set, d, isl.Val(hi))
+    return (reads[0], bb) if dom.is_equal(box) else None
 
 
 def _moves_data(op):

@@ -228,15 +228,23 @@ def _pad_clipped_sum(op, info, dm):
 # ---------------------------------------------------------------------------------------------
 # graph rules: space-to-depth
 # ---------------------------------------------------------------------------------------------
+def _statement(op):
+    from ..poly.stage import statements_of
+
+    return statements_of(op)[0]
+
+
 def _strided_operands(op, info, dm):
     """A long reduction reading an operand's rows at a stride (a strided convolution's weight gradient) reads a
     de-interleaved copy instead, when its innermost output is too narrow for vectors: its loads become
     unit-stride, and vectors (rfactor_lanes) can run along them."""
     if dm.kind != "cpu" or info is None or info.iterations < _const("strided_reads", "min_iterations"):
         return []
-    if not op.shape or op.shape[-1] * 2 > max(dm.vector_width, 1):
+    if not op.shape or op.shape[-1] >= max(dm.vector_width, 1):
         return []  # vectors run along the outputs, not along the strided reduction (a dilated convolution)
-    found = [x for x in strided_reads(op) if x[1][-1] > 1]  # strided along the rows the lanes would load
+    # strided along the rows the lanes would load, the innermost output beside the stride (X[3x + kw])
+    inner = _statement(op).out_vars[-1]
+    found = [x for x in strided_reads(op) if x[1][-1] > 1 and all(_uses(l.indices[-1], inner) for l in x[2])]
     copied = sum(math.prod(T.shape) for T, _, _ in found)
     if not found or info.iterations < _const("strided_reads", "min_reuse") * copied:
         return []
@@ -294,17 +302,21 @@ def _lane_axis(op, dm):
     """The reduction axis a small-output sum reads contiguously, when vectors along its outputs cannot pay.
 
     A convolution's weight gradient ``dW[co, ci, kh, kw] = sum_{b, y, x} H[b, co, y, x] * X[b, ci, y + kh,
-    x + kw]``: its innermost output (kw, 3) is narrower than half a vector, and every load that uses ``x``
+    x + kw]``: its innermost output (kw, 3) is narrower than half a vector (or than one, beside ``x`` in a
+    row index: a 5-wide kernel on 8 lanes), and every load that uses ``x``
     has it, with unit stride, in its last index only.  Interleaving partial sums over ``x`` gives each
     (co, ci, kh, kw) a vector of partials whose lanes load contiguous rows (``vloadN`` of H and of the
     shifted X row).  Returns the axis, or None.
     """
-    if isinstance(op, PlaceholderOp) or not op.shape or op.shape[-1] * 2 > max(dm.vector_width, 1):
+    if isinstance(op, PlaceholderOp) or not op.shape or op.shape[-1] >= max(dm.vector_width, 1):
         return None
     try:
-        _, body, _ = _reduction_form(op)  # a compute, or a PolyOp's single box reduction
+        data, body, _ = _reduction_form(op)  # a compute, or a PolyOp's single box reduction
     except ScheduleError:
         return None
+    # between half a vector and one, only a sliding window (the innermost output beside the axis in a row
+    # index, X[.., x + kw]): a matmul's narrow outputs reuse their operands in register blocks instead
+    window = op.shape[-1] * 2 > max(dm.vector_width, 1)
     b = body[0]
     if len(body) != 1 or b.combiner.kind() != "sum":
         return None
@@ -317,6 +329,9 @@ def _lane_axis(op, dm):
                     seen = False
                     break
                 seen = True
+        if window and seen:
+            seen = any(isinstance(n, Load) and n.indices and _uses(n.indices[-1], ax) and _uses(n.indices[-1], data[-1])
+                       for n in post_order(tuple(body)))
         if seen and ax.extent >= _const("rfactor_lanes", "min_extent") and (best is None or ax.extent > best.extent):
             best = ax
     return best
@@ -1108,11 +1123,14 @@ RULES = (
          "copy plus 1.2 ms for the copy (1x1x1x1x4x20/float4)",
          target="space_to_depth", propose=_strided_operands),
     Rule("rfactor_lanes", "graph",
-         "CPU: interleave a sum whose innermost output is narrower than half a vector over a long reduction axis "
-         "it reads contiguously (a conv weight gradient over x), one vector of partials per output",
+         "CPU: interleave a sum whose innermost output is narrower than half a vector (than one, in a sliding "
+         "window beside the axis: X[x + kw]) over a long reduction axis it reads contiguously (a conv weight "
+         "gradient over x), one vector of partials per output",
          {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4)},
          "conv2d_3x3 dW 4.0 -> 2.1 ms (1x1x3x3x8 partial blocks), conv2d_dilated dW 1.26 -> 0.4-0.6 ms, "
-         "lenet_step's first conv dW 0.9 -> 0.2 ms",
+         "lenet_step's first conv dW 0.9 -> 0.2 ms; with 8-lane vectors (a fresh Zen 4 calibration), 5-wide "
+         "kernels: lenet_step's conv dWs 1.26 -> 0.23 and 2.56 -> 0.36 ms, conv2d_5x5_s3's dW (on its "
+         "space-to-depth copy) 62.7 -> 7.5 ms",
          target="rfactor", propose=_rfactor_lanes),
     Rule("rfactor_rows", "graph",
          "CPU: interleave the row reductions of a few thousand outputs (softmax's max and exp-sum) into partials "

@@ -156,3 +156,21 @@ def test_built_space_to_depth_with_lane_vectors_equals_evaluate(stride, pad):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=t.name)
     assert any(op.name.endswith("_s2d") for op in walk_ops(pa.schedule.prepare(grads, s)[0])
                if not isinstance(op, PlaceholderOp))
+
+
+def test_with_8_lane_vectors_5_wide_kernels_get_lanes_and_matmuls_keep_their_blocks():
+    """A fresh calibration on a Zen 4 says 8 lanes: kw = 5 is more than half a vector, yet the sliding
+    window X[3x + kw] still runs best as lanes along x (conv2d_5x5_s3 dW 62.7 -> 7.5 ms, lenet's conv
+    dWs 1.26 -> 0.23 and 2.56 -> 0.36 ms); a matmul's 10 narrow outputs keep their register blocks."""
+    import dataclasses
+
+    v8 = dataclasses.replace(ZEN5, vector_width=8)
+    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=v8)
+    assert s.space_to_depth == {"d_W_from_conv2d"} and RFactor.of(s.rfactor["d_W_from_conv2d"]).axis == "x"
+    s = auto_schedule(dict(auto_golden.graphs("lenet_step", None))["bwd"], device=v8)
+    assert {n for n, v in s.rfactor.items() if RFactor.of(v).axis == "x"} == {"d_cw1_from_conv2d", "d_cw2_from_conv2d"}
+    X = pa.placeholder((24, 800), name="X")
+    W = pa.placeholder((10, 800), name="W")
+    k = pa.reduce_axis((0, 800), name="k")
+    M = pa.compute((24, 10), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="M")
+    assert "M" not in auto_schedule([M], device=v8).rfactor
