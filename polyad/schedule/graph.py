@@ -571,7 +571,7 @@ def strided_reads(op):
     out = []
     for T, loads in by_tensor.values():
         shapes = {s for _, s in loads}
-        if len(shapes) == 1 and max(next(iter(shapes))) > 1:
+        if len(shapes) == 1 and max(next(iter(shapes)), default=1) > 1:
             out.append((T, next(iter(shapes)), tuple(l for l, _ in loads)))
     return out
 

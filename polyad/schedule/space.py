@@ -782,12 +782,32 @@ def _padded_rows(op, info, dm, graph):
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
+def _plain_copy(op):
+    """Reads, casts and selects against zero whose conditions are on indices only (a crop, a zero-padded or
+    de-interleaved copy; not a pool's gradient, whose selects read an argmax)."""
+    vals = op.body if isinstance(op, ComputeOp) else tuple(v for st in op.statements for v in st.values)
+    for n in post_order(tuple(vals)):
+        if isinstance(n, Call):
+            if n.op not in ("select", "cast") and (n.dtype.startswith("float") or
+                                                    any(a.dtype.startswith("float") for a in n.args)):
+                return False
+            if n.op == "select" and any(isinstance(x, Load) for x in post_order((n.args[0],))):
+                return False
+    return True
+
+
 def _copy_rows(op, info, dm, graph):
-    """The block of a de-interleaved copy (:func:`~polyad.schedule.graph.space_to_depth`): a few whole rows of
-    its unit-stride last dimension as vectors (its reads gather at the stride; its writes stream)."""
-    if "space_to_depth_of" not in getattr(op, "attrs", {}) or len(op.shape) < 2 or dm.kind != "cpu":
+    """The block of a materialised copy (a crop, a zero-padded or de-interleaved copy: reads, selects
+    against zero, casts): whole rows of its last dimension as vectors, a few per block (its writes stream)."""
+    from ..poly.bitcast import bitcast_source
+
+    if info is None or info.reduction or len(op.shape) < 2 or dm.kind != "cpu" or not _plain_copy(op):
         return []
+    if bitcast_source(op) is not None or any(t.op.name in graph.inline for t in op.input_tensors):
+        return []  # a reshape has no kernel (codegen aliases it); an inlined producer brings its arithmetic
     e = op.shape[-1]
+    if e > _const("copy_rows", "max_row"):
+        return []
     vec = next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
     r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
     while op.shape[-2] % r:
@@ -1173,13 +1193,15 @@ RULES = (
          "rows of H cost); the dilated dX's 34-wide rows do not split: the model's 1x4x2x32/float16 took 0.49 ms",
          applies=_proposes(_padded_rows), propose=_padded_rows, limit=_only_own("padded_rows"),
          note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, no cut blocks"),
-    Rule("copy_rows", "stage", "a space-to-depth copy (CPU): whole rows of its last dimension, about row_elements "
-         "per block, in the widest vectors dividing the row",
-         {"widths": (16, 8, 4, 2), "row_elements": 80},
-         "conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from a 32x17x60x60 padded X): naive 4.4-5.7 ms, 1x1x1x1x1x20/float4 "
-         "2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8",
+    Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
+         "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
+         "in the widest vectors dividing the row",
+         {"widths": (16, 8, 4, 2), "row_elements": 80, "max_row": 512},
+         "PoCL, 2-core Zen 4: conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from X through its zero padding): naive "
+         "4.4-5.7 ms, 1x1x1x1x1x20/float4 2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8; its dX crop "
+         "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36",
          applies=_proposes(_copy_rows), propose=_copy_rows, limit=_only_own("copy_rows"),
-         note=lambda op, info, dm: f"a de-interleaved copy: whole rows of {op.shape[-1]} as vectors"),
+         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),

@@ -76,6 +76,14 @@ class ConfigSpace:
     def auto_config(self):
         return (0, (0,) * len(self.variants[0].stages))
 
+    def model_config(self):
+        """Auto's graph decisions with every stage's candidate the analytic model ranks cheapest: the model's
+        own pick where a measured rule overrode it (a copy's whole rows), for the search to try early."""
+        from ..schedule.cost import stage_cost
+
+        return (0, tuple(min(range(len(s.candidates)), key=lambda i: stage_cost(s.info, s.candidates[i], self.model))
+                         for s in self.variants[0].stages))
+
     def schedule(self, config, name="tuned"):
         v, picks = config
         return self.variants[v].schedule(picks, name)

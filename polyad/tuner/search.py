@@ -119,6 +119,7 @@ class Evolutionary:
         self.cost = CostModel(model, seed=rng.randrange(1 << 30))
         self.results = {}  # config -> Trial
         self._fresh = False
+        self._model_tried = False
 
     def tell(self, config, trial):
         self.results[config] = trial
@@ -165,6 +166,11 @@ class Evolutionary:
             pool.append(c)
         pool = [c for c in dict.fromkeys(pool) if c not in seen]
         out = [c for c in self._best_of_each_stage() if c not in seen][:max(1, n // 2)]
+        if not self._model_tried:  # the analytic model's own argmin, once, early
+            self._model_tried = True
+            c = space.model_config()
+            if c not in seen and c not in out:
+                out.insert(0, c)
         pool = [c for c in pool if c not in out]
         if not pool:
             return out[:n]

@@ -140,4 +140,4 @@ def test_stage_space_names_the_rule_of_each_candidate():
             assert len(sp.ranked()) == 1 and sp.ranked()[0].tile  # the rule's measured block, ranked alone
     assert {"grid", "lane_partials", "padded_rows", "channel_tiles", "more_unrolls"} <= seen
     assert decided == {"d_W_from_conv2d_rf": "lane_partials", "d_X_from_conv2d": "padded_rows",
-                       "d_W_from_conv2d": None, "H_pad": None}
+                       "d_W_from_conv2d": None, "H_pad": "copy_rows"}
