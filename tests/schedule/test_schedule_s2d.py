@@ -174,3 +174,16 @@ def test_with_8_lane_vectors_5_wide_kernels_get_lanes_and_matmuls_keep_their_blo
     k = pa.reduce_axis((0, 800), name="k")
     M = pa.compute((24, 10), lambda i, j: pa.sum(X[i, k] * W[j, k], axis=k), name="M")
     assert "M" not in auto_schedule([M], device=v8).rfactor
+
+
+def test_copy_rows_blocks_plain_copies_only():
+    """Crops, padded and de-interleaved copies run in whole rows as vectors (conv2d_5x5_s3's dX crop 2.0 ->
+    0.45 ms); a max-pool gradient (its selects read the argmax), an avg-pool gradient (an inlined H/4)
+    and flatten (a reshape: aliased, no kernel) are left to the model."""
+    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
+    assert s.stages["d_X_from_conv2d_pad"].tile[-2:] == (1, 58) and s.stages["d_X_from_conv2d_pad"].vectorize == 2
+    assert any(n.startswith("d_X_from_conv2d_pad:") and "a copy: whole rows of 58" in n for n in s.notes)
+    for name in ("max_pool", "avg_pool", "flatten"):
+        for kind, outs in auto_golden.graphs(name, None):
+            s = auto_schedule(outs, device=ZEN5)
+            assert not any("a copy: whole rows" in n for n in s.notes), (name, kind)
