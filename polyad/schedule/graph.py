@@ -16,7 +16,6 @@ duplicates ``name_1``, ``name_2`` so that a stage's name is its key).  Every
 function leaves its input graph untouched and returns new output tensors.
 """
 
-import dataclasses
 
 import islpy as isl
 
@@ -417,7 +416,7 @@ def paddable(op):
     data gradient: ``{ [n, c, h, w, f, rh, rw] : 0 <= h - rh < 26 and 0 <= w - rw < 26 and ... }``),
     ``B`` covers every output point and the value is zero wherever ``L`` reads zero.
     """
-    from ..poly.convert import NotAffine, ToIsl, bounds
+    from ..poly.convert import NotAffine, ToIsl
 
     if isinstance(op, PlaceholderOp) or isinstance(op, ComputeOp) or op.num_outputs != 1:
         return None
@@ -427,12 +426,9 @@ def paddable(op):
     if st.combiner is None or st.accumulate or st.combiner.kind() != "sum":
         return None
     dom = st.domain.reset_tuple_id()
-    bb = bounds(dom)
+    bb, box = _bounding_box(dom)
     if bb[: st.n_out] != [(0, n - 1) for n in op.shape]:
         return None
-    box = isl.Set.universe(dom.get_space())
-    for d, (lo, hi) in enumerate(bb):
-        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(lo)).upper_bound_val(isl.dim_type.set, d, isl.Val(hi))
     if dom.is_equal(box):
         return None  # already a box
     conv = ToIsl(st.vars)
@@ -590,23 +586,21 @@ def space_to_depth(outputs, stage):
     """The graph of ``outputs`` with the strided reads of reduction ``stage`` made unit-stride.
 
     For each operand :func:`strided_reads` finds (``L`` read as ``L[.., s*r + e, ..]``), a de-interleaved
-    copy of its own kernel (never inlined back)::
+    copy of its own kernel (never inlined back), the isl map ``{ L[i] -> L_s2d[i mod s, i div s] }`` per
+    strided dimension::
 
         L_s2d[.., p, .., q, ..] = L[.., s*q + p, ..]   where s*q + p < n,  0 elsewhere
         T[o] = sum_r ... L_s2d[.., e mod s, .., r + e div s, ..] ...
 
-    When ``L`` is itself a copy (a zero-padded input: reads and constants only) the copy reads what
-    ``L`` reads, statement by statement (``L``'s domains pulled back through ``s*q + p``), and ``L``'s
-    own kernel goes when nothing else reads it.
-
-    the isl map ``{ L[i] -> L_s2d[i mod s, i div s] }`` per strided dimension.  ``e`` is free of the
-    reduction variables, so the phase is fixed across the reduction loop and consecutive ``r`` read
-    consecutive elements: TVM's and oneDNN's space-to-depth for a strided convolution's weight gradient,
-    whose ``X[3y + kh, 3x + kw]`` reads become vector loads along ``x``.
+    ``e`` is free of the reduction variables, so the phase is fixed across the reduction loop and
+    consecutive ``r`` read consecutive elements: TVM's and oneDNN's space-to-depth for a strided
+    convolution's weight gradient, whose ``X[3y + kh, 3x + kw]`` reads become vector loads along ``x``.
+    Where ``L`` is a zero-padded copy of a box (``pa.nn``'s padding), the copy reads through it (one
+    statement, its border a select against zero) and ``L``'s own kernel goes when nothing else reads it.
 
     :raises ScheduleError: naming the stage when it does not exist or reads nothing at a stride.
     """
-    from ..poly.stage import PolyOp, Statement, box_set, dim_names, statements_of
+    from ..poly.stage import statements_of
     from ..te.expr import floordiv, floormod
 
     outs = as_tensor_list(outputs, "space_to_depth outputs")
@@ -618,68 +612,13 @@ def space_to_depth(outputs, stage):
     if not found:
         raise ScheduleError(f"space_to_depth: stage {stage!r} is not a reduction that reads an operand at a "
                             "stride (an index s*r + e with a reduction variable r and s >= 2)")
-    st = statements_of(op)[0]
-    red = st.red_vars
+    red = statements_of(op)[0].red_vars
     taken = {o.name for o in walk_ops(outs)}
     swaps = {}
     for T, strides, loads in found:
-        f, shape = _s2d_layout(T.shape, strides)
-        dims = [d for d, s in enumerate(strides) if s > 1]
-        vs = tuple(IterVar(f"j{d}", "int32", lo=0, extent=e, kind="data") for d, e in enumerate(shape))
-        names = dim_names(vs)
-        phase = {d: f + k for k, d in enumerate(dims)}  # positions in vs
-        src, isl_src, cons = list(vs[:f]), list(names[:f]), []
-        for k, d in enumerate(range(f, len(strides))):
-            q = f + len(dims) + k
-            if d in phase:
-                src.append(vs[q] * strides[d] + vs[phase[d]])
-                isl_src.append(f"{strides[d]}*{names[q]} + {names[phase[d]]}")
-                cons.append(f"{isl_src[-1]} < {T.shape[d]}")
-            else:
-                src.append(vs[q])
-                isl_src.append(names[q])
-        full = box_set("S0", vs)
-        region = full.intersect(isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(cons) + " }",
-                                        context=full.get_ctx()))
-        stmts = []
-        boxed = _box_copy(T.op)
-        if boxed is not None:
-            # T is a zero-padded copy of a box (X_pad[i] = X[i - 1] inside, 0 outside): one statement over the
-            # whole box, its border a select against zero, so that every row of the copy is one vector block
-            st0, bb = boxed
-            cond = None
-            for d, (lo, hi) in enumerate(bb):
-                top = (strides[d] * -(-T.shape[d] // strides[d]) if d >= f and strides[d] > 1 else T.shape[d]) - 1
-                for c in ([binary("ge", src[d], Const(lo, "int32"))] if lo > 0 else []) + \
-                         ([binary("le", src[d], Const(hi, "int32"))] if hi < top else []):
-                    cond = c if cond is None else binary("and", cond, c)
-            value = substitute(st0.values[0], dict(zip(st0.out_vars, src)))
-            zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
-            stmts.append(Statement("S0", vs, len(vs), full,
-                                   (value if cond is None else select(cond, value, zero),)))
-        elif _moves_data(T.op):
-            # T is itself a copy (a zero-padded X): read what it reads, T[g(j)] = v_S(g(j)) on g^-1(D_S)
-            g = isl.Map("{ S0[" + ", ".join(names) + "] -> [" + ", ".join(isl_src) + "] }", context=full.get_ctx())
-            for k, st in enumerate(T.op.statements):
-                dom = g.intersect_range(st.domain.reset_tuple_id()).domain().intersect(region)
-                value = substitute(st.values[0], dict(zip(st.out_vars, src)))
-                stmts.append(Statement(f"S{k}", vs, len(vs), dom.set_tuple_name(f"S{k}").coalesce(), (value,)))
-        else:
-            stmts.append(Statement("S0", vs, len(vs), region, (Load(T, tuple(src)),)))
-        zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
-        outside = full.subtract(region) if boxed is None else full.subtract(full)
-        for st in [x for x in stmts if x.values[0] is zero]:  # T's own zero fill joins the one outside it
-            stmts.remove(st)
-            outside = outside.union(st.domain.set_tuple_name("S0"))
-        stmts = [dataclasses.replace(x, name=f"S{k}", domain=x.domain.set_tuple_name(f"S{k}"))
-                 for k, x in enumerate(stmts)]
-        stmts.append(Statement(f"S{len(stmts)}", vs, len(vs), outside.set_tuple_name(f"S{len(stmts)}").coalesce(),
-                               (zero,)))
-        made = PolyOp(_fresh_name(f"{T.name}_s2d", taken), shape, (T.dtype,),
-                      tuple(x for x in stmts if not x.domain.is_empty()), {"space_to_depth_of": stage})
+        f, made = _s2d_copy(T, strides, stage, taken)
         taken.add(made.name)
         for load in loads:
-            idx = list(load.indices[:f])
             ph, qs = [], []
             for d in range(f, len(strides)):
                 ix = load.indices[d]
@@ -690,12 +629,9 @@ def space_to_depth(outputs, stage):
                 e = substitute(ix, {r: Const(0, r.dtype)})  # ix = s*r + e
                 ph.append(floormod(e, strides[d]))
                 qs.append(r + floordiv(e, strides[d]))
-            swaps[id(load)] = Load(made.output(0), tuple(idx + ph + qs))
+            swaps[id(load)] = Load(made.output(0), tuple(load.indices[:f]) + tuple(ph + qs))
 
-    def swap(node, rebuilt):
-        return swaps.get(id(node))
-
-    new = map_values(op, swap)
+    new = map_values(op, lambda node, rebuilt: swaps.get(id(node)))
     rw = _Rewriter()
     for o in walk_ops(outs):
         if o is op:
@@ -705,33 +641,84 @@ def space_to_depth(outputs, stage):
     return rw.result(outs)
 
 
-def _box_copy(op):
-    """(the read statement, its bounds) when ``op`` is a zero-padded copy: one statement reading a tensor over
-    a box of its domain, zeros elsewhere (``pa.nn``'s padding, :func:`pad_reads`'s copies); else None."""
+def _s2d_copy(T, strides, stage, taken):
+    """(first strided dimension, the de-interleaved copy of ``T``: a PolyOp never inlined)."""
+    from ..poly.stage import PolyOp, Statement, box_set, dim_names
+
+    f, shape = _s2d_layout(T.shape, strides)
+    dims = [d for d, s in enumerate(strides) if s > 1]
+    vs = tuple(IterVar(f"j{d}", "int32", lo=0, extent=e, kind="data") for d, e in enumerate(shape))
+    names = dim_names(vs)
+    phase = {d: f + k for k, d in enumerate(dims)}  # positions in vs
+    src, cons = list(vs[:f]), []  # T's index of each copy point, and the points inside T
+    for k, d in enumerate(range(f, len(strides))):
+        q = f + len(dims) + k
+        if d in phase:
+            src.append(vs[q] * strides[d] + vs[phase[d]])
+            cons.append(f"{strides[d]}*{names[q]} + {names[phase[d]]} < {T.shape[d]}")
+        else:
+            src.append(vs[q])
+    full = box_set("S0", vs)
+    zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+    boxed = _box_copy(T.op)
+    if boxed is not None:
+        # T is a zero-padded copy of a box (X_pad[i] = X[i - 1] inside, 0 outside): read X itself, over the
+        # whole box, the border a select against zero (no region-by-region statements: every row is one
+        # vector block)
+        read, bb = boxed
+        cond = None
+        for d, (lo, hi) in enumerate(bb):
+            top = (strides[d] * shape[phase[d] + len(dims)] if d in phase else T.shape[d]) - 1
+            for c in ([binary("ge", src[d], Const(lo, "int32"))] if lo > 0 else []) + \
+                     ([binary("le", src[d], Const(hi, "int32"))] if hi < top else []):
+                cond = c if cond is None else binary("and", cond, c)
+        value = substitute(read.values[0], dict(zip(read.out_vars, src)))
+        stmts = (Statement("S0", vs, len(vs), full, (value if cond is None else select(cond, value, zero),)),)
+    else:
+        region = full.intersect(isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(cons) + " }",
+                                        context=full.get_ctx()))
+        stmts = (Statement("S0", vs, len(vs), region, (Load(T, tuple(src)),)),
+                 Statement("S1", vs, len(vs), full.subtract(region).set_tuple_name("S1").coalesce(), (zero,)))
+    made = PolyOp(_fresh_name(f"{T.name}_s2d", taken), shape, (T.dtype,),
+                  tuple(x for x in stmts if not x.domain.is_empty()), {"space_to_depth_of": stage})
+    return f, made
+
+
+def _bounding_box(dom):
+    """(the per-dimension bounds of a bounded set, the box they span)."""
     from ..poly.convert import bounds
 
-    if not _moves_data(op):
-        return None
-    reads = [st for st in op.statements if isinstance(st.values[0], Load)]
-    zeros = [st for st in op.statements if isinstance(st.values[0], Const) and st.values[0].value == 0]
-    if len(reads) != 1 or len(reads) + len(zeros) != len(op.statements):
-        return None
-    dom = reads[0].domain.reset_tuple_id()
     bb = bounds(dom)
     box = isl.Set.universe(dom.get_space())
     for d, (lo, hi) in enumerate(bb):
         box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(lo)).upper_bound_val(isl.dim_type.set, d, isl.Val(hi))
-    return (reads[0], bb) if dom.is_equal(box) else None
+    return bb, box
 
 
-def _moves_data(op):
-    """True for a polyhedral stage of reads and constants only (a zero-padded copy): space_to_depth reads
-    through it instead of copying a copy."""
+def _box_copy(op):
+    """(the read statement, its bounds) when ``op`` is a zero-padded copy: a polyhedral stage that reads a
+    tensor over a box of its domain and is zero elsewhere (``pa.nn``'s padding, :func:`pad_reads`'s
+    copies); else None."""
     from ..poly.stage import PolyOp
 
-    return isinstance(op, PolyOp) and op.num_outputs == 1 and all(
-        st.combiner is None and not st.accumulate and st.n_out == len(st.vars) and isinstance(st.values[0], (Load, Const))
-        for st in op.statements)
+    if not isinstance(op, PolyOp) or op.num_outputs != 1:
+        return None
+    reads, zeros = [], []
+    for st in op.statements:
+        v = st.values[0]
+        if st.combiner is not None or st.accumulate or st.n_out != len(st.vars):
+            return None
+        if isinstance(v, Load):
+            reads.append(st)
+        elif isinstance(v, Const) and v.value == 0:
+            zeros.append(st)
+        else:
+            return None
+    if len(reads) != 1:
+        return None
+    dom = reads[0].domain.reset_tuple_id()
+    bb, box = _bounding_box(dom)
+    return (reads[0], bb) if dom.is_equal(box) else None
 
 
 def _uses(e, v):

@@ -136,7 +136,6 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :raises TuningLogError: when ``log`` holds a corrupt line (not the torn last line of a crash).
     :raises BuildError: when even the auto schedule does not build or run.
     """
-    from ..schedule.auto import auto_schedule
     import random
 
     from ..schedule.tuning import workload_key
