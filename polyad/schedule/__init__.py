@@ -124,13 +124,17 @@ class RFactor:
     :param axis: the reduction axis to split, by name (None: the largest).
     :param interleave: keep the inner part of the split as the partial stage's last axis (None:
         :func:`polyad.schedule.graph.rfactor`'s default).
-    :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave`` is not
-        a bool or None.
+    :param pad: interleaved, with a factor that does not divide the axis: run the axis to the next multiple
+        of the factor on zero-padded operands (:func:`polyad.schedule.graph.pad_axis`) instead of ragged
+        last lanes.
+    :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave`` or
+        ``pad`` is not a bool or None.
     """
 
     factor: int
     axis: str = None
     interleave: bool = None
+    pad: bool = None
 
     def __post_init__(self):
         if isinstance(self.factor, bool) or not isinstance(self.factor, int) or self.factor < 2:
@@ -139,6 +143,8 @@ class RFactor:
             raise ScheduleError(f"rfactor axis must be a reduction axis name, got {self.axis!r}")
         if self.interleave is not None and not isinstance(self.interleave, bool):
             raise ScheduleError(f"rfactor interleave must be true, false or null, got {self.interleave!r}")
+        if self.pad is not None and not isinstance(self.pad, bool):
+            raise ScheduleError(f"rfactor pad must be true, false or null, got {self.pad!r}")
 
     @classmethod
     def of(cls, spec, where="rfactor"):
@@ -146,9 +152,9 @@ class RFactor:
         if isinstance(spec, cls):
             return spec
         if isinstance(spec, dict):
-            extra = sorted(set(spec) - {"factor", "axis", "interleave"})
+            extra = sorted(set(spec) - {"factor", "axis", "interleave", "pad"})
             if extra or "factor" not in spec:
-                raise ScheduleError(f"{where}: expected {{'factor', 'axis', 'interleave'}}, got {spec!r}")
+                raise ScheduleError(f"{where}: expected {{'factor', 'axis', 'interleave', 'pad'}}, got {spec!r}")
             try:
                 return cls(**spec)
             except ScheduleError as e:
@@ -160,9 +166,12 @@ class RFactor:
 
     def to_data(self):
         """A bare factor when axis and form are the defaults, else an object (JSON-ready)."""
-        if self.axis is None and self.interleave is None:
+        if self.axis is None and self.interleave is None and not self.pad:
             return self.factor
-        return {"factor": self.factor, "axis": self.axis, "interleave": self.interleave}
+        out = {"factor": self.factor, "axis": self.axis, "interleave": self.interleave}
+        if self.pad:
+            out["pad"] = True  # only when set: older schedules read and write as before
+        return out
 
     def describe(self):
         s = str(self.factor)
@@ -170,6 +179,8 @@ class RFactor:
             s += f" over {self.axis}"
         if self.interleave:
             s += ", interleaved"
+        if self.pad:
+            s += ", on zero-padded operands"
         return s
 
 
@@ -234,7 +245,7 @@ class Schedule:
             if not isinstance(k, str):
                 raise ScheduleError(f"Schedule.rfactor: keys are stage names, got {k!r}")
             spec = RFactor.of(v, f"Schedule.rfactor: stage {k!r}")
-            rf[k] = spec if spec.axis is not None or spec.interleave is not None else spec.factor
+            rf[k] = spec if spec.axis is not None or spec.interleave is not None or spec.pad else spec.factor
         object.__setattr__(self, "rfactor", rf)
         object.__setattr__(self, "notes", tuple(self.notes))
 

@@ -26,7 +26,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["inline", "rfactor", "pad_reads", "paddable", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -282,7 +282,7 @@ def _interleavable(reduces):
     return len(reduces) == 1 and reduces[0].combiner.kind() is not None
 
 
-def rfactor(outputs, stage, factor, axis=None, interleave=None):
+def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
     """The graph of ``outputs`` with the reduction of ``stage`` split by ``factor``.
 
     ``T[o] = R_{r} f(o, r)`` (R a commutative reducer, r the largest reduction
@@ -315,6 +315,8 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
     :param factor: the split factor, an integer >= 2 and smaller than the split axis's extent.
     :param axis: the name of the reduction axis to split; None for the largest.
     :param interleave: True for the interleaved form, False for the blocked one, None for the default above.
+    :param pad: with ``interleave`` and a factor that does not divide the extent: first run the axis to the
+        next multiple of ``factor`` on zero-padded operands (:func:`pad_axis`), so that every lane is full.
     :returns: the list of outputs of the rewritten graph (with the partial stage ``<stage>_rf``).
     :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
     :raises ScheduleError: when there is no stage ``stage`` or it is not a single reduction, ``factor`` is not an
@@ -341,6 +343,11 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
         raise ScheduleError(
             f"rfactor: stage {stage!r}, axis {split.name!r} has extent {n}; the factor {factor} must be smaller"
         )
+    if pad and n % factor:
+        if not interleave:
+            raise ScheduleError(f"rfactor: stage {stage!r}: pad goes with the interleaved form")
+        outs = pad_axis(outs, stage, split.name, -(-n // factor) * factor)
+        return rfactor(outs, stage, factor, split.name, interleave)
     n_outer = -(-n // factor)
     comb = reduces[0].combiner
     if interleave is None:
@@ -390,6 +397,142 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None):
         else:
             rw.rebuild(o)
     return rw.result(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# pad_axis: a reduction axis run to a longer extent on zero-padded operands
+# ---------------------------------------------------------------------------------------------
+def axis_padding(op, axis, extent):
+    """How :func:`pad_axis` would run ``op``'s reduction axis ``axis`` to ``extent``: ``{id(tensor): (tensor,
+    dimension, extent needed)}`` for the operands whose reads pass their bounds, or a string saying why it
+    cannot.
+
+    Legal when ``op`` is a sum (a compute) whose every load that uses the axis has it in one index, at
+    coefficient 1 (``X[.., x + kw]``), and whose value is zero wherever one of those loads reads past its
+    operand's end for every ``x >= n`` (a product through ``H[b, co, y, x]``): the new terms add zeros.
+    """
+    from ..poly.convert import NotAffine, ToIsl, pieces
+
+    if not isinstance(op, ComputeOp) or not isinstance(op.body[0], Reduce) or len(op.body) != 1:
+        return "it is not a single reduction compute"
+    b = op.body[0]
+    if b.combiner.kind() != "sum":
+        return "it is not a sum"
+    r = next((a for a in b.axis if a.name == axis), None)
+    if r is None or r.lo != 0:
+        return f"it has no reduction axis {axis!r} from 0"
+    if any(n is r for n in post_order((b.condition,))):
+        return f"its condition reads {axis!r}"
+    n = r.extent
+    vars_ = tuple(op.axis) + tuple(b.axis)
+    conv = ToIsl(vars_)
+    box = conv.univ  # the stage's box with the axis run to ``extent``
+    for k, v in enumerate(vars_):
+        hi = (extent if v is r else v.lo + v.extent) - 1
+        box = box.lower_bound_val(isl.dim_type.set, k, isl.Val(v.lo)).upper_bound_val(isl.dim_type.set, k, isl.Val(hi))
+    beyond = box.lower_bound_val(isl.dim_type.set, vars_.index(r), isl.Val(n))
+    need, witness = {}, False
+    for load in {id(x): x for x in post_order(b.source) if isinstance(x, Load)}.values():
+        dims = [d for d, ix in enumerate(load.indices) if _uses(ix, r)]
+        if not dims:
+            continue
+        if len(dims) != 1:
+            return f"{load.tensor.name} reads {axis!r} in {len(dims)} indices"
+        d = dims[0]
+        try:
+            a = conv.aff(load.indices[d])
+        except NotAffine:
+            return f"{load.tensor.name}'s index {d} is not affine"
+        ps = pieces(a)
+        if len(ps) != 1 or str(ps[0][1].get_coefficient_val(isl.dim_type.in_, vars_.index(r))) != "1":
+            return f"{load.tensor.name} reads {axis!r} at a coefficient other than 1"
+        hi = int(str(a.intersect_domain(box).max_val())) + 1
+        if hi > load.tensor.shape[d]:
+            prev = need.get(id(load.tensor))
+            if prev is not None and prev[1] != d:
+                return f"{load.tensor.name} reads {axis!r} in two dimensions"
+            need[id(load.tensor)] = (load.tensor, d, max(hi, prev[2] if prev else 0))
+        past = int(str(a.intersect_domain(beyond).min_val())) >= load.tensor.shape[d]
+        witness |= past and _zero_with(b.source[0], load)
+    if not witness:
+        return f"its value is not zero wherever an operand read along {axis!r} is past its end"
+    return need
+
+
+def pad_axis(outputs, stage, axis, extent):
+    """The graph of ``outputs`` with the sum ``stage`` run over its reduction axis ``axis`` to ``extent``.
+
+    Operands read past their end get zero-padded copies along that index (``T_pad``: a copy statement and a
+    zero fill, never inlined; a space-to-depth copy is rebuilt longer instead); the new terms are zero
+    because the value is a product through one of them (:func:`axis_padding`).  An interleaved rfactor
+    by a factor that does not divide the axis then has full lanes only (``rfactor(..., pad=True)``):
+    conv2d_5x5_s3's weight gradient, 19 columns in 8 lanes, runs 24 on a 24-column H.
+
+    :raises ScheduleError: naming the stage when it does not exist or cannot be padded so.
+    """
+    outs = as_tensor_list(outputs, "pad_axis outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"pad_axis: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    need = axis_padding(op, axis, extent)
+    if isinstance(need, str):
+        raise ScheduleError(f"pad_axis: stage {stage!r} cannot run {axis!r} to {extent}: {need}")
+    taken = {o.name for o in walk_ops(outs)}
+    longer = {}  # id(old operand) -> its padded tensor
+    for T, d, hi in need.values():
+        made = _zero_extended(T, d, hi, stage, taken)
+        taken.add(made.name)
+        longer[id(T)] = made.output(0)
+    b = op.body[0]
+    r = next(a for a in b.axis if a.name == axis)
+    r2 = IterVar(r.name, r.dtype, lo=0, extent=extent, kind="reduce")
+
+    def fn(node, rebuilt):
+        if isinstance(node, Load) and id(node.tensor) in longer:
+            return Load(longer[id(node.tensor)], rebuilt.indices)
+        return None
+
+    src = tuple(substitute(e, {r: r2}) for e in transform(b.source, fn))
+    red = tuple(r2 if a is r else a for a in b.axis)
+    new = ComputeOp(op.name, op.axis, (Reduce(b.combiner, src, red, b.condition, 0),), op.tag, dict(op.attrs))
+    rw = _Rewriter()
+    for o in walk_ops(outs):
+        if o is op:
+            rw.map_outputs(op, new)
+        else:
+            rw.rebuild(o)
+    return rw.result(outs)
+
+
+def _zero_extended(T, d, extent, stage, taken):
+    """``T`` run to ``extent`` along dimension ``d``, zero beyond its end.  A space-to-depth copy made for
+    ``stage`` (one statement over its box) is rebuilt longer, its value under ``j_d < n`` (no copy of a
+    copy); any other tensor gets a zero-padded copy ``T_pad`` (a copy statement and a zero fill)."""
+    from ..poly.stage import PolyOp, Statement, box_set, dim_names
+
+    if d == len(T.shape) - 1:
+        extent = -(-extent // 4) * 4  # whole rows of float4 for the copy (the extra zeros are never read)
+    shape = tuple(extent if k == d else e for k, e in enumerate(T.shape))
+    pv = tuple(IterVar(f"j{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(shape))
+    zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+    src = T.op
+    if isinstance(src, PolyOp) and src.attrs.get("space_to_depth_of") == stage and len(src.statements) == 1:
+        st = src.statements[0]
+        value = substitute(st.values[0], dict(zip(st.out_vars, pv)))
+        inside = binary("lt", pv[d], Const(T.shape[d], "int32"))
+        if isinstance(value, Call) and value.op == "select" and value.args[2] is zero:
+            value = select(binary("and", value.args[0], inside), value.args[1], zero)
+        else:
+            value = select(inside, value, zero)
+        return PolyOp(src.name, shape, src.dtypes, (Statement("S0", pv, len(pv), box_set("S0", pv), (value,)),),
+                      dict(src.attrs))
+    names = dim_names(pv)
+    full = box_set("S0", pv)
+    region = isl.Set("{ S0[" + ", ".join(names) + f"] : {names[d]} < {T.shape[d]} }}", context=full.get_ctx())
+    stmts = (Statement("S0", pv, len(pv), full.intersect(region), (Load(T, pv),)),
+             Statement("S1", pv, len(pv), full.subtract(region).set_tuple_name("S1"), (zero,)))
+    return PolyOp(_fresh_name(f"{T.name}_pad", taken), shape, (T.dtype,), stmts, {"pad_of": stage})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -800,6 +943,8 @@ def _validated(outs, schedule):
     They come first: they name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage
     schedules may mention, and turn the padded stages into box reductions.
     """
+    from . import RFactor
+
     _, by_name = stage_ops(outs)
     for n in sorted(schedule.pad):
         if n not in by_name:
@@ -821,6 +966,13 @@ def _validated(outs, schedule):
             raise ScheduleError(f"rfactor: there is no stage {n!r} (stages: {listing})")
         _reduction_form(op)
     created = {f"{n}_rf" for n in schedule.rfactor}
+    padded = [n for n in sorted(schedule.rfactor) if RFactor.of(schedule.rfactor[n]).pad]
+    if padded:  # a padded split may make zero-padded operands (fresh names) that stage schedules may mention
+        g = outs
+        for n in padded:
+            spec = RFactor.of(schedule.rfactor[n])
+            g = rfactor(g, n, spec.factor, spec.axis, spec.interleave, spec.pad)
+        created |= set(stage_ops(g)[1])
     for n in sorted(schedule.inline):
         _check_inline(n, by_name, out_ops)
     for n in sorted(schedule.stages):
@@ -844,7 +996,7 @@ def apply_graph_schedule(outputs, schedule):
     outs = _validated(uniquely_named(outputs), schedule)  # the pads and space-to-depth copies applied
     for n in sorted(schedule.rfactor):
         spec = RFactor.of(schedule.rfactor[n])
-        outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave)
+        outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave, spec.pad)
     if schedule.rfactor:
         _, by_name = stage_ops(outs)
         for n, ss in schedule.stages.items():

@@ -26,8 +26,8 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
 from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, stage_info
-from .graph import (_interleavable, _reduction_form, apply_graph_schedule, inlinable, inline, pad_reads, paddable,
-                    rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
+from .graph import (_interleavable, _reduction_form, apply_graph_schedule, axis_padding, inlinable, inline, pad_reads,
+                    paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
@@ -337,12 +337,19 @@ def _lane_axis(op, dm):
     return best
 
 
-def _lane_factor(e, dm):
+def _lane_factor(e, dm, padded=False):
     """Lanes of the interleaved partials over an axis of extent ``e``: the vector width (at most the
-    device's) with the fewest vector-plus-ragged steps per row (26: 8 lanes, 3 vectors and 2 scalar steps)."""
+    device's) with the fewest vector-plus-ragged steps per row (26: 8 lanes, 3 vectors and 2 scalar steps);
+    ``padded`` (the axis runs to a multiple of the lanes on zero-padded operands): the least time for the
+    padded row at the device's measured rate per width, near-ties to the narrower (26: 8 lanes, 32)."""
     V = max(dm.vector_width, 1)
     opts = [f for f in _const("rfactor_lanes", "widths") if f <= V and f in dm.widths and f < e]
-    return min(opts, key=lambda f: (e // f + e % f, -f)) if opts else None
+    if not opts:
+        return None
+    if not padded:
+        return min(opts, key=lambda f: (e // f + e % f, -f))
+    t = {f: -(-e // f) * f / _rate(f, dm) for f in opts}
+    return min(f for f in opts if t[f] <= min(t.values()) * _const("near_best", "ratio"))
 
 
 def _rfactor_lanes(op, info, dm):
@@ -350,13 +357,24 @@ def _rfactor_lanes(op, info, dm):
     lanes = dm.kind == "cpu" and points >= dm.min_parallel and \
         info.iterations >= _const("rfactor_lanes", "iterations_per_output") * points
     ax = _lane_axis(op, dm) if lanes else None
-    f = _lane_factor(ax.extent, dm) if ax is not None else None
-    if not f or info.iterations < _const("rfactor_lanes", "min_iterations"):
+    if ax is None or info.iterations < _const("rfactor_lanes", "min_iterations"):
         return []
-    return [(RFactor(f, ax.name, True),
+    # ragged last lanes run scalar: where they are a large share of the row, run the axis to a multiple of
+    # the lanes on zero-padded operands instead
+    f = _lane_factor(ax.extent, dm)
+    if not f:
+        return []
+    V = max(dm.vector_width, 1)
+    pad = ax.extent % f >= _const("rfactor_lanes", "pad_ragged_share") * ax.extent and \
+        isinstance(axis_padding(op, ax.name, -(-ax.extent // V) * V), dict)
+    if pad:
+        f = _lane_factor(ax.extent, dm, padded=True)
+        pad = ax.extent % f != 0
+    how = (f"; the axis runs to {-(-ax.extent // f) * f} on zero-padded operands (no ragged lanes)" if pad else "")
+    return [(RFactor(f, ax.name, True, pad=True if pad else None),
              f"rfactor {op.name} by {f} over {ax.name}, interleaved: its innermost output ({op.shape[-1]}) is too "
              f"narrow for vectors; {f} partials per output load contiguous rows along {ax.name} (extent "
-             f"{ax.extent}) as vectors")]
+             f"{ax.extent}) as vectors{how}")]
 
 
 def _rfactor_rows(op, info, dm):
@@ -618,9 +636,10 @@ def graph_decisions(outputs, dm):
     g = outs
     for n in sorted(rf):
         spec = RFactor.of(rf[n])
-        g = rfactor(g, n, spec.factor, spec.axis, spec.interleave)
-    if rf:
-        infos = {op.name: (infos.get(op.name) if op.name not in rf else None) or stage_info(op)
+        g = rfactor(g, n, spec.factor, spec.axis, spec.interleave, spec.pad)
+    if rf:  # the split stages, their partials and any operand a padded split lengthened are new
+        before = {id(op) for op in stage_ops(outs)[0]}
+        infos = {op.name: (infos.get(op.name) if id(op) in before else None) or stage_info(op)
                  for op in stage_ops(g)[0]}
     ops, _ = stage_ops(g)
     inline_by = {}
@@ -1145,9 +1164,14 @@ RULES = (
     Rule("rfactor_lanes", "graph",
          "CPU: interleave a sum whose innermost output is narrower than half a vector (than one, in a sliding "
          "window beside the axis: X[x + kw]) over a long reduction axis it reads contiguously (a conv weight "
-         "gradient over x), one vector of partials per output",
-         {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4)},
+         "gradient over x), one vector of partials per output; where the ragged last lanes are at least "
+         "pad_ragged_share of the axis, the axis runs to a multiple of the lanes on zero-padded operands",
+         {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4),
+          "pad_ragged_share": 0.1},
          "conv2d_3x3 dW 4.0 -> 2.1 ms (1x1x3x3x8 partial blocks), conv2d_dilated dW 1.26 -> 0.4-0.6 ms, "
+         "conv2d_5x5_s3 dW on its space-to-depth copy 7.5 (19 columns: 3 ragged lanes of 8) -> 4.4-4.7 ms with the "
+         "axis padded to 24 (plus 0.1 ms for the 24-column H copy); conv2d_3x3's 26 columns (2 ragged) padded to "
+         "32: 2.40-2.45 against 2.42-2.46 ms, no gain, 0.2 ms of copies (pad_ragged_share: pad from 10% ragged), "
          "lenet_step's first conv dW 0.9 -> 0.2 ms; with 8-lane vectors (a fresh Zen 4 calibration), 5-wide "
          "kernels: lenet_step's conv dWs 1.26 -> 0.23 and 2.56 -> 0.36 ms, conv2d_5x5_s3's dW (on its "
          "space-to-depth copy) 62.7 -> 7.5 ms",
