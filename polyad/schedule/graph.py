@@ -268,6 +268,21 @@ def _guarded_partial(name, out, red, ro, ri, n, factor, comb, cond, srcs, dtypes
     return PolyOp(name, tuple(a.extent for a in out), tuple(dtypes), (st,), {})
 
 
+def _replace_stage(outs, op, new):
+    """The outputs of the graph of ``outs`` with stage ``op`` replaced by ``new`` (its consumers rebuilt)."""
+    rw = _Rewriter()
+    for o in walk_ops(outs):
+        if o is op:
+            rw.map_outputs(op, new)
+        else:
+            rw.rebuild(o)
+    return rw.result(outs)
+
+
+def _zero(dtype):
+    return Const(0.0, dtype) if dtype.startswith("float") else Const(0, dtype)
+
+
 def _fresh_name(base, taken):
     name, k = base, 0
     while name in taken:
@@ -496,13 +511,7 @@ def pad_axis(outputs, stage, axis, extent):
     src = tuple(substitute(e, {r: r2}) for e in transform(b.source, fn))
     red = tuple(r2 if a is r else a for a in b.axis)
     new = ComputeOp(op.name, op.axis, (Reduce(b.combiner, src, red, b.condition, 0),), op.tag, dict(op.attrs))
-    rw = _Rewriter()
-    for o in walk_ops(outs):
-        if o is op:
-            rw.map_outputs(op, new)
-        else:
-            rw.rebuild(o)
-    return rw.result(outs)
+    return _replace_stage(outs, op, new)
 
 
 def _zero_extended(T, d, extent, stage, taken):
@@ -515,7 +524,7 @@ def _zero_extended(T, d, extent, stage, taken):
         extent = -(-extent // 4) * 4  # whole rows of float4 for the copy (the extra zeros are never read)
     shape = tuple(extent if k == d else e for k, e in enumerate(T.shape))
     pv = tuple(IterVar(f"j{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(shape))
-    zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+    zero = _zero(T.dtype)
     src = T.op
     if isinstance(src, PolyOp) and src.attrs.get("space_to_depth_of") == stage and len(src.statements) == 1:
         st = src.statements[0]
@@ -639,7 +648,7 @@ def pad_reads(outputs, stage):
     copy = Statement("S0", pvars, len(pvars), full.intersect(region),
                      (Load(T, tuple(v - l if l else v for v, l in zip(pvars, lo))),))
     zeros = Statement("S1", pvars, len(pvars), full.subtract(region).set_tuple_name("S1").coalesce(),
-                      (Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype),))
+                      (_zero(T.dtype),))
     padded = PolyOp(_fresh_name(f"{T.name}_pad", taken), tuple(shape), (T.dtype,),
                     tuple(x for x in (copy, zeros) if not x.domain.is_empty()), {"pad_of": stage})
     # the stage over the box
@@ -653,13 +662,7 @@ def pad_reads(outputs, stage):
 
     value = substitute(transform((st.values[0],), swap)[0], m)
     new = ComputeOp(stage, axis, (Reduce(st.combiner, (value,), red, Const(True, "bool"), 0),), "padded", {})
-    rw = _Rewriter()
-    for o in walk_ops(outs):
-        if o is op:
-            rw.map_outputs(op, new)
-        else:
-            rw.rebuild(o)
-    return rw.result(outs)
+    return _replace_stage(outs, op, new)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -775,13 +778,7 @@ def space_to_depth(outputs, stage):
             swaps[id(load)] = Load(made.output(0), tuple(load.indices[:f]) + tuple(ph + qs))
 
     new = map_values(op, lambda node, rebuilt: swaps.get(id(node)))
-    rw = _Rewriter()
-    for o in walk_ops(outs):
-        if o is op:
-            rw.map_outputs(op, new)
-        else:
-            rw.rebuild(o)
-    return rw.result(outs)
+    return _replace_stage(outs, op, new)
 
 
 def _s2d_copy(T, strides, stage, taken):
@@ -802,7 +799,7 @@ def _s2d_copy(T, strides, stage, taken):
         else:
             src.append(vs[q])
     full = box_set("S0", vs)
-    zero = Const(0.0, T.dtype) if T.dtype.startswith("float") else Const(0, T.dtype)
+    zero = _zero(T.dtype)
     boxed = _box_copy(T.op)
     if boxed is not None:
         # T is a zero-padded copy of a box (X_pad[i] = X[i - 1] inside, 0 outside): read X itself, over the
