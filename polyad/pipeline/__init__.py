@@ -348,7 +348,7 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
             break
         attempts.append(_within_widths(attempts[-1], [x for x in model.widths if x < w]))
     last = attempts[-1]
-    if last.stages or last.inline or last.rfactor or last.pad or last.space_to_depth:
+    if last.stages or last.inline or last.rfactor or last.pad or last.space_to_depth or last.fold:
         attempts.append(naive())
     for i, s in enumerate(attempts):
         g, loop = prepare(renamed, s)

@@ -192,8 +192,8 @@ SCHEDULE_VERSION = 1
 class Schedule:
     """A schedule for a whole build.
 
-    Graph-level decisions (``pad``, ``space_to_depth``, ``rfactor``, ``inline``) are transformations applied to
-    the tensor graph before codegen, in that order; loop-level ones (``stages``, ``default``) are applied by
+    Graph-level decisions (``fold``, ``pad``, ``space_to_depth``, ``rfactor``, ``inline``) are transformations
+    applied to the tensor graph before codegen, in that order; loop-level ones (``stages``, ``default``) are applied by
     codegen.
 
     :param name: the schedule's name (``"naive"``, ``"auto"``, or one of your own).
@@ -209,6 +209,8 @@ class Schedule:
         it (:func:`polyad.schedule.graph.pad_reads`).
     :param space_to_depth: names of reductions whose operands read at a stride (``X[3y + kh]``) are read from a
         de-interleaved copy instead, at unit stride (:func:`polyad.schedule.graph.space_to_depth`).
+    :param fold: names of plain copies (``C[o] = T[f(o)]``, a crop) that compute their producer's values
+        themselves, at the points they read; the producer's kernel goes (:func:`polyad.schedule.graph.fold`).
     :raises ScheduleError: when a field has the wrong type (``stages`` not a dict of names -> StageSchedule,
         ``inline`` or ``pad`` not a set of names, a bad rfactor value); whether the names exist in the graph is
         checked by :func:`validate`.
@@ -222,6 +224,7 @@ class Schedule:
     notes: tuple = ()
     pad: frozenset = frozenset()
     space_to_depth: frozenset = frozenset()
+    fold: frozenset = frozenset()
 
     def __post_init__(self):
         if not isinstance(self.stages, dict):
@@ -240,6 +243,9 @@ class Schedule:
         if isinstance(self.space_to_depth, str) or any(not isinstance(n, str) for n in self.space_to_depth):
             raise ScheduleError(f"Schedule.space_to_depth must be a set of stage names, got {self.space_to_depth!r}")
         object.__setattr__(self, "space_to_depth", frozenset(self.space_to_depth))
+        if isinstance(self.fold, str) or any(not isinstance(n, str) for n in self.fold):
+            raise ScheduleError(f"Schedule.fold must be a set of stage names, got {self.fold!r}")
+        object.__setattr__(self, "fold", frozenset(self.fold))
         rf = {}
         for k, v in dict(self.rfactor).items():
             if not isinstance(k, str):
@@ -256,7 +262,8 @@ class Schedule:
 
     # -- data -----------------------------------------------------------------------------------
     def to_dict(self):
-        """Plain data (JSON-ready); ``space_to_depth`` only when set (older schedules read and write as before)."""
+        """Plain data (JSON-ready); ``space_to_depth`` and ``fold`` only when set (older schedules read and write
+        as before)."""
         out = {
             "format": SCHEDULE_FORMAT,
             "version": SCHEDULE_VERSION,
@@ -270,6 +277,8 @@ class Schedule:
         }
         if self.space_to_depth:
             out["space_to_depth"] = sorted(self.space_to_depth)
+        if self.fold:
+            out["fold"] = sorted(self.fold)
         return out
 
     def to_json(self, indent=None):
@@ -285,7 +294,7 @@ class Schedule:
         version = data.get("version")
         if version != SCHEDULE_VERSION:
             raise ScheduleError(f"schedule format version {version!r} is not supported (this polyad reads {SCHEDULE_VERSION})")
-        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad", "space_to_depth"}
+        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad", "space_to_depth", "fold"}
         extra = sorted(set(data) - known)
         if extra:
             raise ScheduleError(f"schedule: unknown fields {extra}")
@@ -301,6 +310,9 @@ class Schedule:
         s2d = data.get("space_to_depth", [])
         if not isinstance(s2d, list):
             raise ScheduleError("schedule: 'space_to_depth' must be a list of stage names")
+        folds = data.get("fold", [])
+        if not isinstance(folds, list):
+            raise ScheduleError("schedule: 'fold' must be a list of stage names")
         rf = data.get("rfactor", {})
         if not isinstance(rf, dict):
             raise ScheduleError("schedule: 'rfactor' must be an object of stage name -> factor")
@@ -313,6 +325,7 @@ class Schedule:
             notes=tuple(data.get("notes", ())),
             pad=frozenset(pad),
             space_to_depth=frozenset(s2d),
+            fold=frozenset(folds),
         )
 
     @classmethod
@@ -329,6 +342,8 @@ class Schedule:
         lines = [f"schedule {self.name!r}"]
         if self.inline:
             lines.extend(_wrap(f"inline ({len(self.inline)}): ", sorted(self.inline)))
+        for n in sorted(self.fold):
+            lines.append(f"  fold {n} (computes its producer at the points it reads)")
         for n in sorted(self.pad):
             lines.append(f"  pad_reads {n}")
         for n in sorted(self.space_to_depth):

@@ -5,6 +5,7 @@
 * :func:`rfactor` splits the largest reduction axis of a stage by a factor:
   a partial stage ``<name>_rf[o..., ro]`` reduces blocks of ``factor``
   iterations, the stage itself reduces those partial results over ``ro``;
+* :func:`fold` makes a plain copy (a crop) compute its producer's values itself, at the points it reads;
 * :func:`pad_reads` runs a clipped sum over its bounding box on a zero-padded operand;
 * :func:`space_to_depth` gives a reduction's strided reads a de-interleaved copy,
   ``{ X[i] -> X_s2d[i mod s, i div s] }``, that it reads at unit stride;
@@ -26,7 +27,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["fold", "foldable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -666,6 +667,121 @@ def pad_reads(outputs, stage):
 
 
 # ---------------------------------------------------------------------------------------------
+# fold: a copy computes its producer's values itself, at the points it reads
+# ---------------------------------------------------------------------------------------------
+def _plain_read(op):
+    """(the statement, its read) when ``op`` is a plain copy: one statement over its whole box whose value is
+    one read ``T[f(o)]`` at affine indices (no floor division); else None."""
+    from ..errors import PolyadError
+    from ..poly.convert import NotAffine, ToIsl, pieces
+    from ..poly.stage import statements_of
+
+    if isinstance(op, PlaceholderOp) or op.num_outputs != 1:
+        return None
+    try:
+        stmts = statements_of(op)
+    except PolyadError:
+        return None
+    if len(stmts) != 1:
+        return None
+    st = stmts[0]
+    load = st.values[0]
+    if st.combiner is not None or st.accumulate or st.n_out != len(st.vars) or not isinstance(load, Load):
+        return None
+    if not load.tensor.shape or not st.domain.reset_tuple_id().is_equal(_box(op.shape)):
+        return None
+    conv = ToIsl(st.vars)
+    try:
+        affine = all(len(ps) == 1 and ps[0][1].dim(isl.dim_type.div) == 0
+                     for ps in (pieces(conv.aff(ix)) for ix in load.indices))
+    except NotAffine:
+        return None
+    return (st, load) if affine else None
+
+
+def foldable(outputs, op):
+    """None if copy stage ``op`` can take over its producer (:func:`fold`) in the graph of ``outputs``, else
+    why not."""
+    from ..errors import PolyadError
+    from ..poly.stage import statements_of
+
+    found = _plain_read(op)
+    if found is None:
+        return "it is not a plain copy (one read T[f(o)] at affine indices over its whole box)"
+    T = found[1].tensor
+    P = T.op
+    if isinstance(P, PlaceholderOp):
+        return f"it copies an input ({T.name})"
+    if P.num_outputs != 1:
+        return f"its producer {P.name!r} has {P.num_outputs} outputs"
+    if any(t is T for t in outputs):
+        return f"its producer {P.name!r} is an output of the build"
+    readers = [o.name for o in walk_ops(outputs) if any(t is T for t in o.input_tensors)]
+    if readers != [op.name]:
+        return f"its producer {P.name!r} is read by {', '.join(sorted(readers))}, not by it alone"
+    try:
+        stmts = statements_of(P)
+    except PolyadError:
+        return f"its producer {P.name!r} has no statement form"
+    if any(isinstance(n, Load) and n.tensor is T for st in stmts for n in post_order(tuple(st.values))):
+        return f"its producer {P.name!r} reads itself"
+    return None
+
+
+def fold(outputs, stage):
+    """The graph of ``outputs`` with copy ``stage`` computing its producer's values itself.
+
+    ``stage`` is a plain copy ``C[o] = T[f(o)]`` (``f`` affine) and the only reader of ``T``: each statement
+    ``S`` of ``T`` becomes a statement of ``C`` over the preimage of its domain, its output variables
+    replaced by ``f(o)``::
+
+        { S[t, r] : ... }  ->  { S[o, r] : (f(o), r) in dom S }
+
+    ``T``'s kernel, buffer and the copy's pass over it go, and ``T`` is computed only where ``C`` reads it:
+    a padded convolution's data gradient, cropped (``{ C[n, c, y, x] -> T[n, c, y + 1, x + 1] }``), is
+    computed over the crop alone, without the border rows and columns it would drop.  Halide's
+    ``compute_inline`` of a reduction into a consumer that only reads it.
+
+    :raises ScheduleError: naming the stage when it does not exist or cannot fold (:func:`foldable`).
+    """
+    from ..poly.convert import ToIsl, rename
+    from ..poly.stage import PolyOp, Statement, dim_names, statements_of
+
+    outs = as_tensor_list(outputs, "fold outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"fold: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    why = foldable(outs, op)
+    if why:
+        raise ScheduleError(f"fold: stage {stage!r} cannot take over its producer: {why}")
+    cst, load = _plain_read(op)
+    P = load.tensor.op
+    out = tuple(IterVar(v.name, "int32", lo=0, extent=n, kind="data") for v, n in zip(cst.out_vars, op.shape))
+    at = [substitute(ix, dict(zip(cst.out_vars, out))) for ix in load.indices]  # f(o)
+    stmts = []
+    for st in statements_of(P):
+        red = tuple(IterVar(v.name, v.dtype, lo=v.lo, extent=v.extent, kind="reduce") for v in st.red_vars)
+        vars_ = out + red
+        conv = ToIsl(vars_)
+        affs = [conv.aff(e) for e in at] + [conv.aff(v) for v in red]
+        pma = isl.PwMultiAff.from_pw_aff(affs[0])
+        for a in affs[1:]:
+            pma = pma.flat_range_product(isl.PwMultiAff.from_pw_aff(a))
+        names = dim_names(vars_)
+        inside = isl.Set("{ [" + ", ".join(names) + "] : " + " and ".join(
+            f"0 <= {nm} < {n}" for nm, n in zip(names, op.shape)) + " }", context=conv.space.get_ctx())
+        dom = st.domain.reset_tuple_id().preimage_pw_multi_aff(pma).intersect(inside)
+        if dom.is_empty():
+            continue
+        values = substitute(tuple(st.values), dict(zip(st.vars, tuple(at) + red)))
+        stmts.append(Statement(st.name, vars_, len(out), rename(dom.coalesce(), vars_, st.name), tuple(values),
+                               st.combiner, st.accumulate))
+    new = PolyOp(stage, tuple(op.shape), (P.output_dtype(0),), tuple(stmts), {"folded": P.name})
+    return _replace_stage(outs, op, new)
+
+
+# ---------------------------------------------------------------------------------------------
 # space-to-depth: strided reads made unit-stride
 # ---------------------------------------------------------------------------------------------
 def strided_reads(op):
@@ -934,15 +1050,21 @@ def validate(outputs, schedule):
 
 
 def _validated(outs, schedule):
-    """The graph with ``schedule``'s pads and space-to-depth copies applied, every other decision checked
-    against it.
+    """The graph with ``schedule``'s folds, pads and space-to-depth copies applied, every other decision
+    checked against it.
 
-    They come first: they name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage
-    schedules may mention, and turn the padded stages into box reductions.
+    They come first: a fold removes the folded copy's producer, and the pads and space-to-depth
+    name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage schedules may mention and turn
+    the padded stages into box reductions.
     """
     from . import RFactor
 
     _, by_name = stage_ops(outs)
+    for n in sorted(schedule.fold):
+        if n not in by_name:
+            raise ScheduleError(f"fold: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
+        outs = fold(outs, n)
+        _, by_name = stage_ops(outs)
     for n in sorted(schedule.pad):
         if n not in by_name:
             raise ScheduleError(f"pad: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
@@ -986,8 +1108,8 @@ def _validated(outs, schedule):
 
 
 def apply_graph_schedule(outputs, schedule):
-    """(new outputs, schedule): ``schedule``'s pad, space_to_depth, rfactor then inline applied to the graph of
-    ``outputs``."""
+    """(new outputs, schedule): ``schedule``'s fold, pad, space_to_depth, rfactor then inline applied to the graph
+    of ``outputs``."""
     from . import RFactor
 
     outs = _validated(uniquely_named(outputs), schedule)  # the pads and space-to-depth copies applied

@@ -35,9 +35,10 @@ class Variant:
     stages: tuple  # of StageChoices, by name
     why: str = "auto"
     space_to_depth: frozenset = frozenset()
+    fold: frozenset = frozenset()
 
     def graph_key(self):
-        return self.inline, self.rfactor, self.pad, self.space_to_depth
+        return self.inline, self.rfactor, self.pad, self.space_to_depth, self.fold
 
     def schedule(self, picks, name="tuned"):
         """The Schedule of this variant with candidate ``picks[i]`` for stage i."""
@@ -47,7 +48,7 @@ class Variant:
             if ss != StageSchedule():
                 stages[st.name] = ss
         return Schedule(name, stages=stages, inline=self.inline, rfactor=dict(self.rfactor), pad=self.pad,
-                        space_to_depth=self.space_to_depth)
+                        space_to_depth=self.space_to_depth, fold=self.fold)
 
 
 class ConfigSpace:
@@ -63,10 +64,10 @@ class ConfigSpace:
         self.model = model
         self.auto = auto
         self.variants = []
-        for inline, rf, pad, s2d, why in _graph_neighbours(outputs, auto, model):
+        for decisions, why in _graph_neighbours(outputs, auto, model):
             if len(self.variants) >= max_variants:
                 break
-            v = _variant(outputs, model, inline, rf, pad, s2d, why, auto if not self.variants else None)
+            v = _variant(outputs, model, decisions, why, auto if not self.variants else None)
             if v is not None and all(v.graph_key() != w.graph_key() for w in self.variants):
                 self.variants.append(v)
         if not self.variants:
@@ -134,14 +135,15 @@ class ConfigSpace:
         return [(s, s.candidates[i]) for s, i in zip(self.variants[v].stages, picks)]
 
 
-def _variant(outputs, model, inline, rf, pad, s2d, why, auto):
+def _variant(outputs, model, decisions, why, auto):
+    """The :class:`Variant` of graph ``decisions`` (Schedule fields by name), or None where they do not fit."""
     from ..schedule.cost import stage_cost
     from ..schedule.graph import stage_ops
     from ..schedule.space import given_graph, stage_space
 
+    inline = decisions["inline"]
     try:
-        graph = given_graph(outputs, Schedule("graph", inline=inline, rfactor=dict(rf), pad=pad, space_to_depth=s2d),
-                            model)
+        graph = given_graph(outputs, Schedule("graph", **decisions), model)
     except ScheduleError:
         return None
     stages = []
@@ -158,34 +160,44 @@ def _variant(outputs, model, inline, rf, pad, s2d, why, auto):
         if first in cands:
             cands.remove(first)
         stages.append(StageChoices(op.name, op, info, (first,) + tuple(cands)))
-    return Variant(frozenset(inline), tuple(sorted(rf.items())), frozenset(pad), tuple(stages), why, frozenset(s2d))
+    d = decisions
+    return Variant(frozenset(inline), tuple(sorted(d["rfactor"].items())), frozenset(d["pad"]), tuple(stages), why,
+                   frozenset(d["space_to_depth"]), frozenset(d["fold"]))
 
 
 def _graph_neighbours(outputs, auto, model):
-    """The auto schedule's graph decisions, then one-decision changes of them:
-    ``(inline, rfactor, pad, space_to_depth, why)``."""
+    """The auto schedule's graph decisions, then one-decision changes of them: ``(decisions, why)``, the
+    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold)."""
     from ..schedule.space import candidate_space
 
-    inline, rf, pad, s2d = frozenset(auto.inline), dict(auto.rfactor), frozenset(auto.pad), frozenset(auto.space_to_depth)
-    yield inline, rf, pad, s2d, "auto"
+    base = dict(inline=frozenset(auto.inline), rfactor=dict(auto.rfactor), pad=frozenset(auto.pad),
+                space_to_depth=frozenset(auto.space_to_depth), fold=frozenset(auto.fold))
+    inline, rf, pad, s2d = base["inline"], base["rfactor"], base["pad"], base["space_to_depth"]
+
+    def but(**changes):
+        return dict(base, **changes)
+
+    yield base, "auto"
     space = candidate_space(outputs, model, schedule=auto)
+    for n in sorted(base["fold"]):  # the decisions that name the folded stage no longer fit: left out
+        yield but(fold=base["fold"] - {n}), f"no fold of {n}"
     for n in sorted(rf):
-        yield inline, {k: v for k, v in rf.items() if k != n}, pad, s2d, f"no rfactor of {n}"
+        yield but(rfactor={k: v for k, v in rf.items() if k != n}), f"no rfactor of {n}"
     for n in sorted(pad):
-        yield inline, rf, pad - {n}, s2d, f"no pad_reads of {n}"
+        yield but(pad=pad - {n}), f"no pad_reads of {n}"
     for n in sorted(set(space.pad) - pad):
-        yield inline, rf, pad | {n}, s2d, f"pad_reads {n}"
+        yield but(pad=pad | {n}), f"pad_reads {n}"
     for n in sorted(s2d):
-        yield inline, rf, pad, s2d - {n}, f"no space_to_depth of {n}"
+        yield but(space_to_depth=s2d - {n}), f"no space_to_depth of {n}"
     for n in sorted(set(space.space_to_depth) - s2d):
-        yield inline, rf, pad, s2d | {n}, f"space_to_depth {n}"
+        yield but(space_to_depth=s2d | {n}), f"space_to_depth {n}"
     for n, options in sorted(space.rfactor.items()):
         factors = sorted({o if isinstance(o, int) else o.factor for o in options})
         now = RFactor.of(rf[n]).factor if n in rf else None
         for f in _spread(factors, now):
-            yield inline, dict(rf, **{n: f}), pad, s2d, f"rfactor {n} by {f}"
+            yield but(rfactor=dict(rf, **{n: f})), f"rfactor {n} by {f}"
     for n in sorted(space.inline):
-        yield inline ^ {n}, rf, pad, s2d, ("materialise " if n in inline else "inline ") + n
+        yield but(inline=inline ^ {n}), ("materialise " if n in inline else "inline ") + n
 
 
 def _spread(factors, now):

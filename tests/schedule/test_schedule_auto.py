@@ -176,7 +176,7 @@ def test_strided_conv_data_gradient_gets_stride_cell_blocks():
     from polyad.schedule.graph import apply_graph_schedule, stage_ops, uniquely_named
     from polyad.schedule import Schedule as S
 
-    g, _ = apply_graph_schedule(uniquely_named(grads), S("g", inline=s.inline, rfactor=s.rfactor))
+    g, _ = apply_graph_schedule(uniquely_named(grads), S("g", inline=s.inline, rfactor=s.rfactor, fold=s.fold))
     ops = {op.name: op for op in stage_ops(g)[0]}
     dx = [n for n, op in ops.items() if stage_info(op).regions and stage_info(op).reduction]
     assert dx, "the data gradient is a polyhedral stage"

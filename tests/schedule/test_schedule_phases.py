@@ -30,8 +30,8 @@ ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-former-constants.json")
 GPU = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
 # the workloads whose auto backward gets a phased stage at the benchmark shapes (zen5-former-constants); the
 # tiny-shape builds below check each against pa.evaluate
-PHASED = {"conv2d_5x5_s3": {"d_conv2d_pad_from_conv2d": StageSchedule(phase=(1, 1, 3, 3), tile=(1, 17, 1, 4),
-                                                                       vectorize=4)}}
+PHASED = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad": StageSchedule(phase=(1, 1, 3, 3), tile=(1, 17, 1, 4),
+                                                                  vectorize=4)}}
 
 
 def _conv_dx(stride, size=14, c_in=2, c_out=3, k=5, pad=1, dil=1):
@@ -92,7 +92,7 @@ def test_pool_gradients_phase_without_vectors_along_a_phased_dimension():
 
 def test_phased_cost_follows_the_measurements_at_the_bench_shape():
     g, ops = _stages(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
-    op = next(op for op in ops if op.name == "d_conv2d_pad_from_conv2d")
+    op = next(op for op in ops if op.name == "d_X_from_conv2d_pad")  # the crop, folded: the data gradient
     info = g.infos[op.name]
     assert info.strided and [ph for ph, _ in info.phased] == [(1, 1, 3, 3)]
     p = info.phase_info((1, 1, 3, 3))

@@ -28,19 +28,10 @@ from polyad.te.visit import post_order
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import auto_golden  # noqa: E402
+from conv_cases import ZEN5, conv_grads, random_convs  # noqa: E402
 
-ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-former-constants.json")
 
-
-def _conv_grads(size, stride, pad, dil, k=3, c_in=2, c_out=3, batch=2):
-    X = pa.placeholder((batch, c_in, size, size), name="X")
-    W = pa.placeholder((c_out, c_in, k, k), name="W")
-    Y = pa.nn.conv2d(X, W, strides=stride, padding=pad, dilation=dil)
-    H = pa.placeholder(Y.shape, name="H")
-    grads = uniquely_named(list(pa.differentiate(Y, [X, W], head=H)))
-    rng = np.random.default_rng(size * 7 + pad)
-    feeds = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)}
-    return grads, feeds
+_conv_grads = conv_grads
 
 
 def _strided_stages(outs):
@@ -48,12 +39,9 @@ def _strided_stages(outs):
 
 
 @settings(max_examples=40, deadline=None)
-@given(size=st.integers(5, 13), sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 3),
-       dw=st.integers(1, 3), k=st.integers(2, 4), data=st.data())
-def test_space_to_depth_equals_evaluate_on_random_convolutions(size, sh, sw, dh, dw, k, data):
-    pad = data.draw(st.integers(0, k - 1))
-    if (size + 2 * pad - dh * (k - 1) - 1) < 0 or (size + 2 * pad - dw * (k - 1) - 1) < 0:
-        return  # no output
+@given(case=random_convs())
+def test_space_to_depth_equals_evaluate_on_random_convolutions(case):
+    size, (sh, sw), pad, (dh, dw), k = case
     grads, feeds = _conv_grads(size, (sh, sw), pad, (dh, dw), k=k)
     want = pa.evaluate(grads, feeds)
     names = _strided_stages(grads)
@@ -181,11 +169,22 @@ def test_with_8_lane_vectors_5_wide_kernels_get_lanes_and_matmuls_keep_their_blo
 
 def test_copy_rows_blocks_plain_copies_only():
     """Crops, padded and de-interleaved copies run in whole rows as vectors (conv2d_5x5_s3's dX crop 2.0 ->
-    0.45 ms); a max-pool gradient (its selects read the argmax), an avg-pool gradient (an inlined H/4)
-    and flatten (a reshape: aliased, no kernel) are left to the model."""
+    0.45 ms, before fold_crops made the crop compute the gradient itself); a max-pool gradient (its selects
+    read the argmax), an avg-pool gradient (an inlined H/4) and flatten (a reshape: aliased, no kernel) are
+    left to the model."""
     s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
-    assert s.stages["d_X_from_conv2d_pad"].tile[-2:] == (1, 58) and s.stages["d_X_from_conv2d_pad"].vectorize == 2
-    assert any(n.startswith("d_X_from_conv2d_pad:") and "a copy: whole rows of 58" in n for n in s.notes)
+    assert s.stages["H_pad"].tile[-2:] == (1, 24) and s.stages["H_pad"].vectorize == 8
+    assert any(n.startswith("H_pad:") and "a copy: whole rows of 24" in n for n in s.notes)
+    # the crop computes the data gradient (folded): a reduction, not a copy
+    assert s.fold == {"d_X_from_conv2d_pad"} and s.stages["d_X_from_conv2d_pad"].phase == (1, 1, 3, 3)
+    # a crop whose producer is read elsewhere too stays a copy, in whole rows
+    X = pa.placeholder((2, 3, 40, 40), name="X")
+    k = pa.reduce_axis((0, 3), name="k")
+    T = pa.compute((2, 42, 42), lambda n, y, x: pa.sum(X[n, k, pa.min(y, 39), pa.min(x, 39)], axis=k), name="T")
+    C = pa.compute((2, 40, 40), lambda n, y, x: T[n, y + 1, x + 1], name="C")
+    s = auto_schedule([C, T], device=ZEN5)
+    assert not s.fold and s.stages["C"].tile[-1] == 40
+    assert any(n.startswith("C:") and "a copy: whole rows of 40" in n for n in s.notes)
     for name in ("max_pool", "avg_pool", "flatten"):
         for kind, outs in auto_golden.graphs(name, None):
             s = auto_schedule(outs, device=ZEN5)
