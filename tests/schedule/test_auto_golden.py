@@ -80,7 +80,7 @@ def test_the_rules_table():
     assert auto_mod.INLINE_MAX_DEPTH == RULE["inline_caps"].constants["max_depth"] == 512
     assert auto_mod.INLINE_MAX_SIZE == RULE["inline_caps"].constants["max_size"] == 2048
     assert RULE["rfactor_rows"].constants["max_points"] == 4096
-    assert RULE["pad_clipped_sums"].constants["max_extra"] == 1.5
+    assert RULE["pad_clipped_sums"].constants["max_extra"] == 3.0
     # the former bypasses are rules now
     assert {"padded_rows", "row_partials", "lane_partials", "tuple_reducers"} <= set(names)
 
