@@ -517,8 +517,9 @@ def pad_axis(outputs, stage, axis, extent):
 
 def _zero_extended(T, d, extent, stage, taken):
     """``T`` run to ``extent`` along dimension ``d``, zero beyond its end.  A space-to-depth copy made for
-    ``stage`` (one statement over its box) is rebuilt longer, its value under ``j_d < n`` (no copy of a
-    copy); any other tensor gets a zero-padded copy ``T_pad`` (a copy statement and a zero fill)."""
+    ``stage`` (one statement over its box) is rebuilt longer, its value under ``j_d < n``, and a zero-padded
+    copy of a box copies the box's source into the longer buffer (no copy of a copy); any other tensor gets
+    a zero-padded copy ``T_pad`` (a copy statement and a zero fill)."""
     from ..poly.stage import PolyOp, Statement, box_set, dim_names
 
     if d == len(T.shape) - 1:
@@ -539,9 +540,19 @@ def _zero_extended(T, d, extent, stage, taken):
                       dict(src.attrs))
     names = dim_names(pv)
     full = box_set("S0", pv)
-    region = isl.Set("{ S0[" + ", ".join(names) + f"] : {names[d]} < {T.shape[d]} }}", context=full.get_ctx())
-    stmts = (Statement("S0", pv, len(pv), full.intersect(region), (Load(T, pv),)),
-             Statement("S1", pv, len(pv), full.subtract(region).set_tuple_name("S1"), (zero,)))
+    boxed = _box_copy(src)
+    if boxed is not None:
+        # T is itself a zero-padded copy of a box (X_pad[i] = X[i - 1] inside, 0 outside): copy X over the same
+        # box into the longer buffer (no copy of a copy; T's kernel goes when nothing else reads it)
+        read, bb = boxed
+        value = substitute(read.values[0], dict(zip(read.out_vars, pv)))
+        region = isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(
+            f"{lo} <= {nm} <= {hi}" for nm, (lo, hi) in zip(names, bb)) + " }", context=full.get_ctx())
+    else:
+        value = Load(T, pv)
+        region = isl.Set("{ S0[" + ", ".join(names) + f"] : {names[d]} < {T.shape[d]} }}", context=full.get_ctx())
+    stmts = (Statement("S0", pv, len(pv), full.intersect(region), (value,)),
+             Statement("S1", pv, len(pv), full.subtract(region).set_tuple_name("S1").coalesce(), (zero,)))
     return PolyOp(_fresh_name(f"{T.name}_pad", taken), shape, (T.dtype,), stmts, {"pad_of": stage})
 
 

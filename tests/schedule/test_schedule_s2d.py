@@ -211,6 +211,30 @@ def test_padded_lanes_equal_evaluate_on_random_convolutions(size, stride, dil, k
     assert {a.name: a.extent for a in part.body[0].axis}["x_o"] == -(-out // factor)
     for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # no copy of a copy: a zero-padded copy never reads another zero-padded copy
+    for op in stage_ops(g)[0]:
+        if "pad_of" in op.attrs:
+            assert all(t.op.attrs.get("pad_of") is None and "_pad" not in t.name for t in op.input_tensors
+                       if not isinstance(t.op, PlaceholderOp)), op.name
+
+
+def test_a_padded_lane_operand_that_is_a_padded_copy_copies_its_source():
+    """The dilated convolution pads X by 1 (X_pad, 34 columns) and its dW's lanes need 36: the longer copy
+    reads X over X_pad's box, { [b, c, y, x] : 1 <= y <= 32 and 1 <= x <= 32 }, and X_pad's kernel goes."""
+    import islpy as isl
+
+    grads, feeds = _conv_grads(32, 1, 1, 2, k=3, c_in=2, c_out=3)
+    dW = grads[1].name
+    g, _ = prepare(grads, Schedule("lanes", rfactor={dW: RFactor(8, "x", True, pad=True)}))
+    ops = stage_ops(g)[1]
+    (longer,) = [op for op in ops.values() if op.attrs.get("pad_of") == dW and op.name.startswith("conv2d_pad")]
+    assert longer.shape == (2, 2, 34, 36) and "conv2d_pad" not in ops
+    read, zeros = longer.statements
+    assert {t.name for t in longer.input_tensors} == {"X"}
+    assert read.domain.reset_tuple_id().is_equal(isl.Set(
+        "{ [b, c, y, x] : 0 <= b <= 1 and 0 <= c <= 1 and 1 <= y <= 32 and 1 <= x <= 32 }"))
+    for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_axis_padding_says_why_not_and_the_field_is_data():
