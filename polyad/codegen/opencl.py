@@ -754,6 +754,9 @@ class KernelWriter:
             for x, a in zip(comb.lhs, accs):
                 extra[id(x)] = a
             for k, (y, v) in enumerate(zip(comb.rhs, vals)):
+                if _used_once(comb, y):  # in the combine's expression: `acc + a * b` contracts to an FMA
+                    extra[id(y)] = _parens(v)
+                    continue
                 ty = ctx.ctype(y.dtype) + (str(vec) if vec > 1 else "")
                 lines.append(c.Statement(f"const {ty} y{k} = {_strip(v)}"))
                 extra[id(y)] = f"y{k}"
@@ -818,6 +821,8 @@ class KernelWriter:
         for k, (y, v) in enumerate(zip(comb.rhs, vals)):
             if _atomic(v) and not v.startswith("("):
                 env[id(y)] = v
+            elif _used_once(comb, y):  # in the combine's expression: `acc + a * b` contracts to an FMA
+                env[id(y)] = _parens(v)
             else:
                 lines.append(c.Statement(f"const {ctx.ctype(y.dtype)} y{k} = {_strip(v)}"))
                 env[id(y)] = f"y{k}"
@@ -831,6 +836,19 @@ class KernelWriter:
                 lines.append(c.Statement(f"const {ctx.ctype(x.dtype)} n{k} = {_strip(r)}"))
             lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return lines
+
+
+def _used_once(comb, y):
+    """True when the combiner's result reads its right-hand value ``y`` once (sum, max, min, product: not a
+    tuple reducer's comparisons).  The value is then printed inside the update, one C expression, where
+    FP_CONTRACT lets the compiler fuse ``acc + a * b`` into an FMA: split into ``y0 = a * b; acc = acc + y0``
+    it may not, and on PoCL it did not (a 32x1000x1000 matmul: 1.19 -> 0.90 ms)."""
+    return len(comb.result) == 1 and sum(1 for n in post_order(tuple(comb.result)) if n is y) == 1
+
+
+def _parens(v):
+    v = _strip(v)
+    return v if _atomic(v) else f"({v})"
 
 
 def _out_indices(ctx, st, names):
