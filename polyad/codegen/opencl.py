@@ -11,7 +11,9 @@
   products-plus-sums are printed as ``a * b + c`` (never ``fma()``, a slow
   library call on PoCL; the compiler contracts or uses ``mad``).
 * Index arithmetic is ``int`` unless a buffer or a loop exceeds 2^31 - 1
-  elements; then every index (and every int32 computation) is ``long``.
+  elements, or the build asks for ``long`` (``pa.build`` does on CPUs, where
+  64-bit addressing makes it faster); then every index (and every int32
+  computation) is ``long``.
 * No expression nests deeper than ``HOIST_NESTING`` brackets plus one node's
   own: a deeper subexpression is bound to a ``const`` temporary first, so a
   2000-deep chain is a sequence of short statements, not 4000 nested
@@ -289,6 +291,8 @@ class ExprPrinter:
         if isinstance(e, Load):
             t = e.tensor
             s = f"{self.tensor_names[id(t)]}[{self._index(e, flat_index(ctx, [_strip(x) for x in a], t.shape))}]"
+            if t.dtype == "int32" and ctx.wide:  # int32 is computed as long there: min(I[i], 6L) is ambiguous
+                return f"((long){s})"
             return f"({s} != 0)" if t.dtype == "bool" else s
         op, args = e.op, e.args
         ct = ctx.ctype(e.dtype)
