@@ -192,8 +192,8 @@ SCHEDULE_VERSION = 1
 class Schedule:
     """A schedule for a whole build.
 
-    Graph-level decisions (``fold``, ``pad``, ``space_to_depth``, ``rfactor``, ``inline``) are transformations
-    applied to the tensor graph before codegen, in that order; loop-level ones (``stages``, ``default``) are applied by
+    Graph-level decisions (``fold``, ``pad``, ``space_to_depth``, ``innermost``, ``rfactor``, ``inline``) are
+    transformations applied to the tensor graph before codegen, in that order; loop-level ones (``stages``, ``default``) are applied by
     codegen.
 
     :param name: the schedule's name (``"naive"``, ``"auto"``, or one of your own).
@@ -211,6 +211,9 @@ class Schedule:
         de-interleaved copy instead, at unit stride (:func:`polyad.schedule.graph.space_to_depth`).
     :param fold: names of plain copies (``C[o] = T[f(o)]``, a crop) that compute their producer's values
         themselves, at the points they read; the producer's kernel goes (:func:`polyad.schedule.graph.fold`).
+    :param innermost: stage name -> one of its output dimensions (not the last) to compute innermost: the stage
+        runs as ``<name>_t`` in a layout with that dimension last (its vectors along it), operands that read it
+        through copies with that index last, and is copied back (:func:`polyad.schedule.graph.innermost`).
     :raises ScheduleError: when a field has the wrong type (``stages`` not a dict of names -> StageSchedule,
         ``inline`` or ``pad`` not a set of names, a bad rfactor value); whether the names exist in the graph is
         checked by :func:`validate`.
@@ -225,6 +228,7 @@ class Schedule:
     pad: frozenset = frozenset()
     space_to_depth: frozenset = frozenset()
     fold: frozenset = frozenset()
+    innermost: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.stages, dict):
@@ -246,6 +250,12 @@ class Schedule:
         if isinstance(self.fold, str) or any(not isinstance(n, str) for n in self.fold):
             raise ScheduleError(f"Schedule.fold must be a set of stage names, got {self.fold!r}")
         object.__setattr__(self, "fold", frozenset(self.fold))
+        if not isinstance(self.innermost, dict) or any(
+                not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 0
+                for k, v in self.innermost.items()):
+            raise ScheduleError(f"Schedule.innermost must be a dict of stage name -> output dimension (an int >= 0), "
+                                f"got {self.innermost!r}")
+        object.__setattr__(self, "innermost", dict(self.innermost))
         rf = {}
         for k, v in dict(self.rfactor).items():
             if not isinstance(k, str):
@@ -262,8 +272,8 @@ class Schedule:
 
     # -- data -----------------------------------------------------------------------------------
     def to_dict(self):
-        """Plain data (JSON-ready); ``space_to_depth`` and ``fold`` only when set (older schedules read and write
-        as before)."""
+        """Plain data (JSON-ready); ``space_to_depth``, ``fold`` and ``innermost`` only when set (older schedules
+        read and write as before)."""
         out = {
             "format": SCHEDULE_FORMAT,
             "version": SCHEDULE_VERSION,
@@ -279,6 +289,8 @@ class Schedule:
             out["space_to_depth"] = sorted(self.space_to_depth)
         if self.fold:
             out["fold"] = sorted(self.fold)
+        if self.innermost:
+            out["innermost"] = {k: self.innermost[k] for k in sorted(self.innermost)}
         return out
 
     def to_json(self, indent=None):
@@ -294,7 +306,8 @@ class Schedule:
         version = data.get("version")
         if version != SCHEDULE_VERSION:
             raise ScheduleError(f"schedule format version {version!r} is not supported (this polyad reads {SCHEDULE_VERSION})")
-        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad", "space_to_depth", "fold"}
+        known = {"format", "version", "name", "default", "stages", "inline", "rfactor", "notes", "pad", "space_to_depth", "fold",
+                 "innermost"}
         extra = sorted(set(data) - known)
         if extra:
             raise ScheduleError(f"schedule: unknown fields {extra}")
@@ -313,6 +326,9 @@ class Schedule:
         folds = data.get("fold", [])
         if not isinstance(folds, list):
             raise ScheduleError("schedule: 'fold' must be a list of stage names")
+        inner = data.get("innermost", {})
+        if not isinstance(inner, dict):
+            raise ScheduleError("schedule: 'innermost' must be an object of stage name -> output dimension")
         rf = data.get("rfactor", {})
         if not isinstance(rf, dict):
             raise ScheduleError("schedule: 'rfactor' must be an object of stage name -> factor")
@@ -326,6 +342,7 @@ class Schedule:
             pad=frozenset(pad),
             space_to_depth=frozenset(s2d),
             fold=frozenset(folds),
+            innermost=dict(inner),
         )
 
     @classmethod
@@ -348,6 +365,8 @@ class Schedule:
             lines.append(f"  pad_reads {n}")
         for n in sorted(self.space_to_depth):
             lines.append(f"  space_to_depth {n}")
+        for n in sorted(self.innermost):
+            lines.append(f"  innermost {n}: output dimension {self.innermost[n]} last (computed as {n}_t)")
         for n in sorted(self.rfactor):
             lines.append(f"  rfactor {n} by {RFactor.of(self.rfactor[n]).describe()}")
         if self.default != StageSchedule():

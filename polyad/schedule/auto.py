@@ -91,7 +91,8 @@ def _auto_schedule(outs, dm, renamed, lookup):
         if note is not None:
             notes.append(note)
     return Schedule("auto", stages=stages, inline=graph.inline, rfactor=graph.rfactor, notes=tuple(notes),
-                    pad=graph.pad, space_to_depth=graph.space_to_depth, fold=graph.fold)
+                    pad=graph.pad, space_to_depth=graph.space_to_depth, fold=graph.fold,
+                    innermost=graph.innermost)
 
 
 def _record(lookup, op):

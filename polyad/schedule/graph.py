@@ -7,6 +7,8 @@
   iterations, the stage itself reduces those partial results over ``ro``;
 * :func:`fold` makes a plain copy (a crop) compute its producer's values itself, at the points it reads;
 * :func:`pad_reads` runs a clipped sum over its bounding box on a zero-padded operand;
+* :func:`innermost` computes a stage with one output dimension innermost (the batch: vectors over it),
+  its operands read through copies with that index last, and copies it back;
 * :func:`space_to_depth` gives a reduction's strided reads a de-interleaved copy,
   ``{ X[i] -> X_s2d[i mod s, i div s] }``, that it reads at unit stride;
 * :func:`validate` checks a :class:`~polyad.schedule.Schedule` against a graph;
@@ -27,7 +29,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["fold", "foldable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["fold", "foldable", "innermost", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -112,6 +114,8 @@ def inlinable(op):
     stmts = op.statements
     if "space_to_depth_of" in op.attrs:
         return f"it is the de-interleaved copy space_to_depth made for {op.attrs['space_to_depth_of']!r}"
+    if "innermost_of" in op.attrs:
+        return f"it is a copy innermost made for {op.attrs['innermost_of']!r}, to read as vectors"
     if op.num_outputs != 1 or len(stmts) != 1:
         return f"its {len(stmts)} statements define it region by region (only one assignment over the whole box inlines)"
     st = stmts[0]
@@ -793,6 +797,112 @@ def fold(outputs, stage):
 
 
 # ---------------------------------------------------------------------------------------------
+# innermost: a stage computed with one output dimension innermost (its vectors' lanes)
+# ---------------------------------------------------------------------------------------------
+def _permuted_domain(st, perm):
+    """``st``'s domain with its output dimensions in the order ``perm`` (reduction dimensions after)."""
+    n = st.n_out
+    names = [st.domain.get_dim_name(isl.dim_type.set, k) for k in range(len(st.vars))]
+    order = list(perm) + list(range(n, len(st.vars)))
+    tup = st.domain.get_tuple_name() or ""
+    m = isl.Map(f"{{ {tup}[{', '.join(names)}] -> {tup}[{', '.join(names[k] for k in order)}] }}",
+                context=st.domain.get_ctx())
+    return st.domain.apply(m)
+
+
+def _moved_last(T, e, stage, taken):
+    """A copy of ``T`` with dimension ``e`` last, ``{ T[.., i_e, ..] -> T_t[.., i_e] }`` (its own kernel)."""
+    from ..poly.stage import PolyOp, Statement, box_set
+
+    rank = len(T.shape)
+    perm = [k for k in range(rank) if k != e] + [e]
+    vs = tuple(IterVar(f"j{k}", "int32", lo=0, extent=T.shape[p], kind="data") for k, p in enumerate(perm))
+    src = [None] * rank
+    for k, p in enumerate(perm):
+        src[p] = vs[k]
+    st = Statement("S0", vs, rank, box_set("S0", vs), (Load(T, tuple(src)),))
+    return PolyOp(_fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), (st,),
+                  {"innermost_of": stage})
+
+
+def innermost(outputs, stage, dim):
+    """The graph of ``outputs`` with ``stage`` computed in a layout whose last dimension is its output dimension
+    ``dim``, then copied back.
+
+    A strided convolution's data gradient ``dX[n, c, y, x]`` runs each phase's outputs ``x = 3q + p`` at
+    stride 3, so its vectors along ``x`` store lane by lane; with the batch innermost they run along ``n``::
+
+        H_t[f, oy, ox, n] = H[n, f, oy, ox]                                  { H[n, ..] -> H_t[.., n] }
+        dX_t[c, y, x, n] = sum_{f, oy, ox} H_t[f, oy, ox, n] * W[f, c, y - 3oy, x - 3ox]
+        dX[n, c, y, x] = dX_t[c, y, x, n]
+
+    Every statement keeps its domain with the output dimensions reordered; an operand read with ``o_dim`` as
+    one of its indices gets a copy with that index last (``<T>_t``, its own kernel; none where it is last
+    already), operands that do not read it are left alone (``W``: one value for all lanes).  The stage's name
+    goes to the copy back; the computation is ``<stage>_t``.
+
+    :raises ScheduleError: naming the stage when it does not exist, has no statement form or several outputs,
+        ``dim`` is not one of its output dimensions other than the last, or an operand reads ``o_dim`` other
+        than as one of its indices (``X[n + 1]``, ``X[n, n]``).
+    """
+    from ..errors import PolyadError
+    from ..poly.convert import rename
+    from ..poly.stage import PolyOp, Statement, statements_of
+
+    outs = as_tensor_list(outputs, "innermost outputs")
+    ops, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"innermost: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    n = len(op.shape)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < n - 1:
+        raise ScheduleError(f"innermost: stage {stage!r} has output dimensions 0 to {n - 1}; dim must be one of "
+                            f"0 to {n - 2} (the last is innermost already), got {dim!r}")
+    if op.num_outputs != 1:
+        raise ScheduleError(f"innermost: stage {stage!r} has {op.num_outputs} outputs")
+    try:
+        stmts = statements_of(op)
+    except PolyadError as e:
+        raise ScheduleError(f"innermost: stage {stage!r}: {e}") from None
+    perm = [k for k in range(n) if k != dim] + [dim]
+    taken = {o.name for o in walk_ops(outs)}
+    me = op.output(0)
+    copies = {}  # (id(T), e) -> the copy of T with index e last
+    new_stmts = []
+    for st in stmts:
+        v = st.out_vars[dim]
+
+        def swap(node, rebuilt, v=v):
+            if not isinstance(node, Load):
+                return None
+            idx = rebuilt.indices
+            uses = [e for e, ix in enumerate(idx) if _uses(ix, v)]
+            if not uses:
+                return None
+            if node.tensor is me or len(uses) != 1 or idx[uses[0]] is not v:
+                raise ScheduleError(f"innermost: stage {stage!r} reads {node.tensor.name} with its output "
+                                    f"dimension {dim} ({v.name}) other than as one plain index")
+            e = uses[0]
+            if e == len(idx) - 1:
+                return None
+            key = (id(node.tensor), e)
+            if key not in copies:
+                copies[key] = _moved_last(node.tensor, e, stage, taken)
+                taken.add(copies[key].name)
+            return Load(copies[key].output(0), tuple(ix for k, ix in enumerate(idx) if k != e) + (v,))
+
+        values = transform(tuple(st.values), swap)
+        vars_ = tuple(st.out_vars[p] for p in perm) + tuple(st.red_vars)
+        dom = rename(_permuted_domain(st, perm), vars_, st.name)
+        new_stmts.append(Statement(st.name, vars_, n, dom, tuple(values), st.combiner, st.accumulate))
+    moved = PolyOp(_fresh_name(f"{stage}_t", taken), tuple(op.shape[p] for p in perm), (op.output_dtype(0),),
+                   tuple(new_stmts), {"innermost_of": stage, "dim": dim})
+    axis = tuple(IterVar(f"i{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(op.shape))
+    back = ComputeOp(stage, axis, (Load(moved.output(0), tuple(axis[p] for p in perm)),), "", {})
+    return _replace_stage(outs, op, back)
+
+
+# ---------------------------------------------------------------------------------------------
 # space-to-depth: strided reads made unit-stride
 # ---------------------------------------------------------------------------------------------
 def strided_reads(op):
@@ -1061,8 +1171,8 @@ def validate(outputs, schedule):
 
 
 def _validated(outs, schedule):
-    """The graph with ``schedule``'s folds, pads and space-to-depth copies applied, every other decision
-    checked against it.
+    """The graph with ``schedule``'s folds, pads, space-to-depth copies and innermost layouts applied, every
+    other decision checked against it.
 
     They come first: a fold removes the folded copy's producer, and the pads and space-to-depth
     name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage schedules may mention and turn
@@ -1087,6 +1197,10 @@ def _validated(outs, schedule):
             raise ScheduleError(f"space_to_depth: there is no stage {n!r} (stages: {', '.join(sorted(by_name))})")
         outs = space_to_depth(outs, n)
     if schedule.space_to_depth:
+        _, by_name = stage_ops(outs)
+    for n in sorted(schedule.innermost):
+        outs = innermost(outs, n, schedule.innermost[n])
+    if schedule.innermost:
         _, by_name = stage_ops(outs)
     out_ops = {id(t.op) for t in outs}
     listing = ", ".join(sorted(by_name))
@@ -1119,8 +1233,8 @@ def _validated(outs, schedule):
 
 
 def apply_graph_schedule(outputs, schedule):
-    """(new outputs, schedule): ``schedule``'s fold, pad, space_to_depth, rfactor then inline applied to the graph
-    of ``outputs``."""
+    """(new outputs, schedule): ``schedule``'s fold, pad, space_to_depth, innermost, rfactor then inline applied to
+    the graph of ``outputs``."""
     from . import RFactor
 
     outs = _validated(uniquely_named(outputs), schedule)  # the pads and space-to-depth copies applied

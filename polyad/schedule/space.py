@@ -30,7 +30,7 @@ from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, stage_info
 from .graph import (_interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_padding, fold, foldable,
-                    inlinable, inline, pad_reads,
+                    inlinable, inline, innermost, pad_reads,
                     paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
@@ -43,8 +43,8 @@ __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "S
 class Rule:
     """A measured heuristic: what it proposes or limits, its constants, and where they come from.
 
-    Graph rules (``level="graph"``) decide a ``target`` (``"fold"``, ``"pad"``, ``"space_to_depth"``, ``"rfactor"``
-    or ``"inline"``): the first
+    Graph rules (``level="graph"``) decide a ``target`` (``"fold"``, ``"pad"``, ``"space_to_depth"``,
+    ``"innermost"``, ``"rfactor"`` or ``"inline"``): the first
     rule of the table whose ``propose(op, info, dm)`` returns ``[(decision, note), ...]`` decides the stage.
     Stage rules (``level="stage"``) see ``(op, info, dm, graph)`` (``graph`` a :class:`GraphChoice`):
     ``propose`` returns stage schedules (``ranked`` says whether the model ranks them; None: it does),
@@ -127,11 +127,13 @@ class GraphChoice:
     :param pad: names of the padded stages.
     :param rfactor: stage name -> factor or :class:`~polyad.schedule.RFactor`.
     :param inline: names of the inlined stages.
-    :param made_by: ``{"fold" | "pad" | "space_to_depth" | "rfactor" | "inline": {stage name: rule name}}``.
+    :param made_by: ``{"fold" | "pad" | "space_to_depth" | "innermost" | "rfactor" | "inline": {stage name: rule
+        name}}``.
     :param infos: stage name -> :class:`~polyad.schedule.cost.StageInfo` of ``outputs``' stages.
     :param notes: the decisions' notes, in order.
     :param space_to_depth: names of the stages whose strided reads read de-interleaved copies.
     :param fold: names of the copies that compute their producer's values themselves.
+    :param innermost: stage name -> the output dimension it is computed with innermost.
     """
 
     outputs: list
@@ -143,6 +145,7 @@ class GraphChoice:
     notes: tuple = ()
     space_to_depth: frozenset = frozenset()
     fold: frozenset = frozenset()
+    innermost: dict = field(default_factory=dict)
 
     def rule_of(self, target, name):
         """The rule that made the ``target`` decision of stage ``name``.
@@ -294,6 +297,44 @@ def _strided_operands(op, info, dm):
     what = ", ".join(f"{T.name} (strides {'x'.join(map(str, s))})" for T, s, _ in found)
     return [(True, f"space_to_depth {op.name}: it reads {what} at a stride; a de-interleaved copy "
                    f"({copied} elements, {info.iterations / copied:.0f} reads each) makes the reads unit-stride")]
+
+
+# ---------------------------------------------------------------------------------------------
+# graph rules: innermost
+# ---------------------------------------------------------------------------------------------
+def _batch_lanes(op, info, dm):
+    """CPU: a reduction whose innermost output is strided (a strided convolution's data gradient: every phase
+    writes x = 3q + p) runs with its batch innermost, vectors along it, when the batch fills whole vectors and
+    the operands read it as a plain index."""
+    from ..errors import PolyadError
+    from .phase import phase_strides
+
+    if dm.kind != "cpu" or info is None or not info.reduction or len(op.shape) < 3:
+        return []
+    if info.iterations < _const("batch_lanes", "min_iterations"):
+        return []
+    strides = phase_strides(op)
+    vw = max(dm.vector_width, 1)
+    if strides is None or strides[0] != 1 or strides[-1] == 1 or op.shape[0] % vw or op.shape[0] < 2 * vw:
+        return []
+    try:
+        stmts = _statements(op)
+    except PolyadError:
+        return []
+    for st in stmts:  # the batch is read as a plain index, or not at all (innermost() raises otherwise)
+        v = st.out_vars[0]
+        for n in post_order(tuple(st.values)):
+            if isinstance(n, Load) and any(_uses(ix, v) for ix in n.indices):
+                if sum(1 for ix in n.indices if _uses(ix, v)) != 1 or not any(ix is v for ix in n.indices):
+                    return []
+    return [(0, f"innermost {op.name}: its outputs are strided (phases {'x'.join(map(str, strides))}); with the "
+                f"batch ({op.shape[0]}) innermost its vectors run along the batch, loads and stores contiguous")]
+
+
+def _statements(op):
+    from ..poly.stage import statements_of
+
+    return statements_of(op)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -679,6 +720,12 @@ def graph_decisions(outputs, dm):
     if s2d:  # the rewritten stages and their copies are new
         infos = {op.name: (infos.get(op.name) if op.name not in s2d else None) or stage_info(op)
                  for op in stage_ops(outs)[0]}
+    inner, inner_by = _decide("innermost", stage_ops(outs)[0], infos, dm, notes)
+    for n in sorted(inner):
+        outs = innermost(outs, n, inner[n])
+    if inner:  # the moved stages, their copies back and the operands' copies are new
+        infos = {op.name: (infos.get(op.name) if op.name not in inner else None) or stage_info(op)
+                 for op in stage_ops(outs)[0]}
     rf, rf_by = _decide("rfactor", stage_ops(outs)[0], infos, dm, notes)
     g = outs
     for n in sorted(rf):
@@ -692,9 +739,9 @@ def graph_decisions(outputs, dm):
     inline_by = {}
     chosen = _inline_by_evaluations(ops, g, infos, notes, dm, inline_by)
     inl = _cap_inlined(ops, chosen, notes)
-    made_by = {"fold": fold_by, "pad": pad_by, "space_to_depth": s2d_by, "rfactor": rf_by,
+    made_by = {"fold": fold_by, "pad": pad_by, "space_to_depth": s2d_by, "innermost": inner_by, "rfactor": rf_by,
                "inline": {n: r for n, r in inline_by.items() if n in inl}}
-    return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes), s2d, frozenset(folds))
+    return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes), s2d, frozenset(folds), dict(inner))
 
 
 def given_graph(outs, schedule, dm):
@@ -709,7 +756,8 @@ def given_graph(outs, schedule, dm):
     :raises ScheduleError: when a decision does not fit the graph (naming the stage).
     """
     g, _ = apply_graph_schedule(outs, Schedule("graph", rfactor=schedule.rfactor, pad=schedule.pad,
-                                               space_to_depth=schedule.space_to_depth, fold=schedule.fold))
+                                               space_to_depth=schedule.space_to_depth, fold=schedule.fold,
+                                               innermost=schedule.innermost))
     inline(g, schedule.inline)  # ScheduleError naming the stage when an inline does not fit
     infos = {op.name: stage_info(op) for op in stage_ops(g)[0]}
     padded, _ = apply_graph_schedule(outs, Schedule("graph", pad=schedule.pad, space_to_depth=schedule.space_to_depth,
@@ -725,8 +773,8 @@ def given_graph(outs, schedule, dm):
         if n in rf and RFactor.of(rf[n]) == want:
             rf_by[n] = by[n]
     return GraphChoice(g, frozenset(schedule.pad), dict(schedule.rfactor), frozenset(schedule.inline),
-                       {"fold": {}, "pad": {}, "space_to_depth": {}, "rfactor": rf_by, "inline": {}}, infos, (),
-                       frozenset(schedule.space_to_depth), frozenset(schedule.fold))
+                       {"fold": {}, "pad": {}, "space_to_depth": {}, "innermost": {}, "rfactor": rf_by, "inline": {}},
+                       infos, (), frozenset(schedule.space_to_depth), frozenset(schedule.fold), dict(schedule.innermost))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -833,6 +881,37 @@ def _propose_whole_rows(op, info, dm, graph):
         return []
     widths = [v for v in dm.widths if v <= max(dm.vector_width, 1) and shape[-1] % v == 0] if info.vectors else [1]
     return [StageSchedule(tile=tile, vectorize=v) for v in sorted(widths, reverse=True)]
+
+
+def _batch_blocks(op, info, dm, graph):
+    """The block of a stage :func:`~polyad.schedule.graph.innermost` moved (CPU): ``channels`` of its first
+    dimension by ``lanes`` of the moved one, in vectors, each phase dense where its outputs are strided."""
+    from .phase import phase_strides
+
+    if dm.kind != "cpu" or not getattr(op, "attrs", {}).get("innermost_of") or len(op.shape) < 2:
+        return []
+    lanes = math.gcd(op.shape[-1], _const("batch_blocks", "lanes"))
+    vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and lanes % v == 0), default=1)
+    if vec < 4:
+        return []
+    tile = (min(_const("batch_blocks", "channels"), op.shape[0]),) + (1,) * (len(op.shape) - 2) + (lanes,)
+    return [StageSchedule(tile=tile, vectorize=vec, phase=phase_strides(op))]
+
+
+def _batch_back(op, info, dm, graph):
+    """The copy back of a stage :func:`~polyad.schedule.graph.innermost` moved (CPU): whole runs of the moved
+    dimension (contiguous in what it reads) by a pair of its innermost outputs (a float2 store each)."""
+    if dm.kind != "cpu" or not isinstance(op, ComputeOp) or not isinstance(op.body[0], Load):
+        return []
+    src = op.body[0].tensor.op
+    if getattr(src, "attrs", {}).get("innermost_of") != op.name:
+        return []
+    d = src.attrs["dim"]
+    tile = [1] * len(op.shape)
+    tile[d] = math.gcd(op.shape[d], _const("batch_back", "run"))
+    vec = 2 if op.shape[-1] % 2 == 0 and 2 in dm.widths else 1
+    tile[-1] = vec
+    return [StageSchedule(tile=tuple(tile), vectorize=vec)]
 
 
 def _padded_rows(op, info, dm, graph):
@@ -1206,6 +1285,15 @@ RULES = (
          "2 extra columns) + 0.07 ms crop -> 0.32 ms (32x32, whole float8 rows); conv2d_5x5_s3 dX 9.3 + 0.35 ms "
          "-> 6.6 ms",
          target="fold", propose=_cropped_reduction),
+    Rule("batch_lanes", "graph",
+         "CPU: a reduction whose innermost output is strided (a strided convolution's data gradient) is computed "
+         "with its batch innermost (innermost(stage, 0)): vectors along the batch, the operands that read it "
+         "through copies with the batch last, the result copied back",
+         {"min_iterations": 1 << 20},
+         "conv2d_5x5_s3 dX (32x17x58x58, stride 3), PoCL on a 2-core Zen 4, min of 5: phased NCHW, its best "
+         "blocks (1x17x1x4/float4) 5.8-6.0 ms; batch innermost 1.49 ms (phases 1x3x3x1, 8 channels x 16 batch, "
+         "float8) + 0.13 ms for H's copy + the copy back",
+         target="innermost", propose=_batch_lanes),
     Rule("pad_clipped_sums", "graph", "pad a sum clipped only by one operand's bounds, so that every block is full",
          {"max_extra": 3.0, "min_reduction": 16},
          "conv2d_3x3 dX: 3.5 ms clipped (its best blocks), 1.6 ms padded (16% more multiply-adds, a 2.2 MB "
@@ -1270,6 +1358,14 @@ RULES = (
          "far below the caps (under 40 operations; the chain workload's gradient 273 deep)",
          target="inline"),
     # stage: deciding rules first (a block they measured, the model ranks it alone)
+    Rule("batch_blocks", "stage", "a stage computed with its batch innermost (CPU): channels x lanes blocks, in "
+         "vectors along the batch, dense phases where its outputs are strided",
+         {"channels": 8, "lanes": 16},
+         "conv2d_5x5_s3 dX with the batch innermost (17x58x58x32, phases 1x3x3x1), PoCL, 2-core Zen 4, min of 5: "
+         "8x1x1x16/float8 1.49 ms, 4x1x1x32/8 2.35, 2x1x1x32/8 3.06, 4x1x1x16/8 2.75; the model's favourite "
+         "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled",
+         applies=_proposes(_batch_blocks), propose=_batch_blocks, limit=_only_own("batch_blocks"),
+         note=lambda op, info, dm: f"computed with its batch innermost: channels x lanes blocks along the batch"),
     Rule("padded_rows", "stage", "a padded box reduction (CPU): two whole rows of vectors when a row splits into "
          "vectors of at least 4",
          {"widths": (16, 8, 4), "max_row": 64, "max_vectors": 28},
@@ -1287,6 +1383,14 @@ RULES = (
          "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36",
          applies=_proposes(_copy_rows), propose=_copy_rows, limit=_only_own("copy_rows"),
          note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"),
+    # after copy_rows: the last rule whose limit keeps its own blocks decides (the copy back is a plain copy too)
+    Rule("batch_back", "stage", "the copy back of a stage computed with its batch innermost (CPU): a run of the "
+         "batch (contiguous reads) by two outputs (float2 stores)",
+         {"run": 32},
+         "conv2d_5x5_s3's dX copied back from 17x58x58x32, PoCL, 2-core Zen 4, min of 7: 32x1x1x2/float2 0.23 ms, "
+         "copy_rows' 1x1x1x58/float2 0.87, 8x1x1x58/2 0.68, 8x1x1x2/2 0.57, 32x1x1x1 0.51, naive 2.2",
+         applies=_proposes(_batch_back), propose=_batch_back, limit=_only_own("batch_back"),
+         note=lambda op, info, dm: "a copy back from the batch-innermost layout: runs of the batch"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),

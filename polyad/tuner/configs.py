@@ -36,9 +36,10 @@ class Variant:
     why: str = "auto"
     space_to_depth: frozenset = frozenset()
     fold: frozenset = frozenset()
+    innermost: tuple = ()  # sorted (stage name, dimension)
 
     def graph_key(self):
-        return self.inline, self.rfactor, self.pad, self.space_to_depth, self.fold
+        return self.inline, self.rfactor, self.pad, self.space_to_depth, self.fold, self.innermost
 
     def schedule(self, picks, name="tuned"):
         """The Schedule of this variant with candidate ``picks[i]`` for stage i."""
@@ -48,7 +49,7 @@ class Variant:
             if ss != StageSchedule():
                 stages[st.name] = ss
         return Schedule(name, stages=stages, inline=self.inline, rfactor=dict(self.rfactor), pad=self.pad,
-                        space_to_depth=self.space_to_depth, fold=self.fold)
+                        space_to_depth=self.space_to_depth, fold=self.fold, innermost=dict(self.innermost))
 
 
 class ConfigSpace:
@@ -162,16 +163,17 @@ def _variant(outputs, model, decisions, why, auto):
         stages.append(StageChoices(op.name, op, info, (first,) + tuple(cands)))
     d = decisions
     return Variant(frozenset(inline), tuple(sorted(d["rfactor"].items())), frozenset(d["pad"]), tuple(stages), why,
-                   frozenset(d["space_to_depth"]), frozenset(d["fold"]))
+                   frozenset(d["space_to_depth"]), frozenset(d["fold"]), tuple(sorted(d["innermost"].items())))
 
 
 def _graph_neighbours(outputs, auto, model):
     """The auto schedule's graph decisions, then one-decision changes of them: ``(decisions, why)``, the
-    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold)."""
+    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold, innermost)."""
     from ..schedule.space import candidate_space
 
     base = dict(inline=frozenset(auto.inline), rfactor=dict(auto.rfactor), pad=frozenset(auto.pad),
-                space_to_depth=frozenset(auto.space_to_depth), fold=frozenset(auto.fold))
+                space_to_depth=frozenset(auto.space_to_depth), fold=frozenset(auto.fold),
+                innermost=dict(auto.innermost))
     inline, rf, pad, s2d = base["inline"], base["rfactor"], base["pad"], base["space_to_depth"]
 
     def but(**changes):
@@ -181,6 +183,8 @@ def _graph_neighbours(outputs, auto, model):
     space = candidate_space(outputs, model, schedule=auto)
     for n in sorted(base["fold"]):  # the decisions that name the folded stage no longer fit: left out
         yield but(fold=base["fold"] - {n}), f"no fold of {n}"
+    for n in sorted(base["innermost"]):
+        yield but(innermost={k: v for k, v in base["innermost"].items() if k != n}), f"no innermost of {n}"
     for n in sorted(rf):
         yield but(rfactor={k: v for k, v in rf.items() if k != n}), f"no rfactor of {n}"
     for n in sorted(pad):

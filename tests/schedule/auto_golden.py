@@ -65,13 +65,13 @@ def graphs(name, shape):
 
 
 def summary(sched):
-    """A schedule's decisions (stages, inline, rfactor, pad; fold and space_to_depth where set) without its notes; a
+    """A schedule's decisions (stages, inline, rfactor, pad; fold, space_to_depth and innermost where set) without its notes; a
     stage's schedule as its non-default fields (``phase`` among them where set: ``to_dict`` writes it only then)."""
     d = sched.to_dict()
     default = type(sched.default)().to_dict()
     stages = {n: {k: v for k, v in ss.items() if k not in default or v != default[k]} for n, ss in d["stages"].items()}
     out = {"stages": stages, "inline": d["inline"], "rfactor": d["rfactor"], "pad": d["pad"]}
-    out.update({k: d[k] for k in ("fold", "space_to_depth") if k in d})
+    out.update({k: d[k] for k in ("fold", "space_to_depth", "innermost") if k in d})
     return out
 
 

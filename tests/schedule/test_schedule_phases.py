@@ -6,6 +6,7 @@ docs/scheduling.md (stride phases) has the measurements: conv2d_5x5_s3 dX 18.3 -
 1x1x3x3 + tile 1x17x1x4/4; max_pool dX no gain; the dilated convolution is padded.
 """
 
+import dataclasses
 import pathlib
 import sys
 
@@ -18,7 +19,7 @@ from polyad.codegen.phase import phase_shape
 from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare
 from polyad.schedule.auto import auto_schedule
 from polyad.schedule.cost import phase_build_s, stage_cost, stage_features, stage_info
-from polyad.schedule.graph import stage_ops, uniquely_named
+from polyad.schedule.graph import fold, stage_ops, uniquely_named
 from polyad.schedule.phase import phase_strides
 from polyad.schedule.space import RULE, graph_decisions, phase_options, stage_space
 from polyad.te.tensor import PlaceholderOp, walk_ops
@@ -30,8 +31,10 @@ ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-former-constants.json")
 GPU = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
 # the workloads whose auto backward gets a phased stage at the benchmark shapes (zen5-former-constants); the
 # tiny-shape builds below check each against pa.evaluate
-PHASED = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad": StageSchedule(phase=(1, 1, 3, 3), tile=(1, 17, 1, 4),
-                                                                  vectorize=4)}}
+PHASED = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad_t": StageSchedule(phase=(1, 3, 3, 1), tile=(8, 1, 1, 16),
+                                                                    vectorize=16)}}
+# ... computed with the batch innermost (batch_lanes; the hand-written gradient's conv_dX too)
+INNER = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad": 0}}
 
 
 def _conv_dx(stride, size=14, c_in=2, c_out=3, k=5, pad=1, dil=1):
@@ -91,9 +94,10 @@ def test_pool_gradients_phase_without_vectors_along_a_phased_dimension():
 
 
 def test_phased_cost_follows_the_measurements_at_the_bench_shape():
-    g, ops = _stages(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
-    op = next(op for op in ops if op.name == "d_X_from_conv2d_pad")  # the crop, folded: the data gradient
-    info = g.infos[op.name]
+    """The model's costs of phased NCHW blocks (batch_lanes now runs this stage with the batch innermost)."""
+    grads = uniquely_named(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
+    op = stage_ops(fold(grads, "d_X_from_conv2d_pad"))[1]["d_X_from_conv2d_pad"]  # the crop, folded: the dX
+    info = stage_info(op)
     assert info.strided and [ph for ph, _ in info.phased] == [(1, 1, 3, 3)]
     p = info.phase_info((1, 1, 3, 3))
     assert not p.strided and p.shape == phase_shape(info.shape, (1, 1, 3, 3)) and p.phases == 9
@@ -125,7 +129,9 @@ def test_auto_picks_phases_for_the_strided_conv_data_gradient_only():
             for n, ss in s.stages.items():
                 if ss.phase is not None:
                     got.setdefault(name, {})[kind, n] = ss
-    assert got == {name: {("bwd", n): ss for n, ss in st.items()} for name, st in PHASED.items()}
+    want = {name: {("bwd", n): ss for n, ss in st.items()} for name, st in PHASED.items()}
+    want["conv2d_5x5_s3"]["hand", "conv_dX_t"] = PHASED["conv2d_5x5_s3"]["d_X_from_conv2d_pad_t"]
+    assert got == want
     # not where phases measured no gain or cannot pay: max_pool's dX (stride cells), the dilated convolution
     # (padded), tiny shapes (the build outweighs microseconds)
     for name, shape in (("max_pool", None), ("conv2d_dilated", None), ("conv2d_5x5_s3", auto_golden.TINY["conv2d_5x5_s3"]),
@@ -133,7 +139,8 @@ def test_auto_picks_phases_for_the_strided_conv_data_gradient_only():
         s = auto_schedule(dict(auto_golden.graphs(name, shape))["bwd"], device=ZEN5)
         assert all(ss.phase is None for ss in s.stages.values()), name
     s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
-    assert any("phase 1x1x3x3, tile 1x17x1x4, vectorize 4" in n for n in s.notes)
+    assert s.innermost == INNER["conv2d_5x5_s3"]
+    assert any("phase 1x3x3x1, tile 8x1x1x16, vectorize 16" in n for n in s.notes)
 
 
 def _fit(ss, shape):
@@ -158,13 +165,14 @@ def test_the_phased_auto_stages_compute_the_gradient_at_tiny_shapes(name):
     grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
     ins = [ph[i.name] for i in case.inputs] + [H]
     auto = auto_schedule(grads, device=ZEN5)
+    auto = dataclasses.replace(auto, innermost={**auto.innermost, **INNER[name]})
     g, _ = prepare(grads, auto)
     ops = {op.name: op for op in walk_ops(g) if not isinstance(op, PlaceholderOp)}
     stages = dict(auto.stages)
     for n, ss in PHASED[name].items():
         assert phase_strides(ops[n]) == ss.phase
         stages[n] = _fit(ss, ops[n].shape)
-    sched = Schedule("phased", stages=stages, inline=auto.inline, rfactor=auto.rfactor, pad=auto.pad)
+    sched = dataclasses.replace(auto, name="phased", stages=stages)
     data = case.data(seed=3)
     arrays = [data[t.name] for t in ins]
     mod = pa.build(grads, ins, schedule=sched)

@@ -176,7 +176,10 @@ def test_copy_rows_blocks_plain_copies_only():
     assert s.stages["H_pad"].tile[-2:] == (1, 24) and s.stages["H_pad"].vectorize == 8
     assert any(n.startswith("H_pad:") and "a copy: whole rows of 24" in n for n in s.notes)
     # the crop computes the data gradient (folded): a reduction, not a copy
-    assert s.fold == {"d_X_from_conv2d_pad"} and s.stages["d_X_from_conv2d_pad"].phase == (1, 1, 3, 3)
+    assert s.fold == {"d_X_from_conv2d_pad"} and s.innermost == {"d_X_from_conv2d_pad": 0}
+    assert s.stages["d_X_from_conv2d_pad_t"].phase == (1, 3, 3, 1)
+    # its copy back from the batch-innermost layout is batch_back's, not copy_rows'
+    assert s.stages["d_X_from_conv2d_pad"] == StageSchedule(tile=(32, 1, 1, 2), vectorize=2)
     # a crop whose producer is read elsewhere too stays a copy, in whole rows
     X = pa.placeholder((2, 3, 40, 40), name="X")
     k = pa.reduce_axis((0, 3), name="k")
