@@ -10,7 +10,7 @@ import io
 import time
 from pathlib import Path
 
-from .runner import BACKWARD_NAMES, BACKWARDS, NOT_A_STEP, SGD_LR, Cell, to_json
+from .runner import BACKWARD_NAMES, BACKWARDS, NOT_A_STEP, SGD_LR, WARMUP_S, Cell, to_json
 
 #: (column key, header, format) of the markdown table, in order.  "(vjp)": pa.vjp's backward, fed the
 #: residuals its forward left on the device; "(recompute)": the gradient built from (inputs, H) alone.
@@ -89,7 +89,7 @@ def _options_line(o):
     return (f"Options: backend {o.get('backend', 'opencl')}, schedules {' '.join(o['schedules'])}, "
             f"backward {backwards}, "
             f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
-            f"median of {o['repeat']} runs after a warm-up, time budget {o['time_budget']:g} s per measurement"
+            f"median of {o['repeat']} runs after {WARMUP_S:g} s of warm-up runs, time budget {o['time_budget']:g} s per measurement"
             f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.")
 
 

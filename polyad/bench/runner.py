@@ -99,13 +99,25 @@ def ratio(a, b, a_name="numerator", b_name="denominator"):
 
 # ----------------------------------------------------------------------------- timing
 
+#: Warm-up before the timed runs of every column (polyad, torch, numpy alike): runs until their times add up to
+#: this many seconds (at most WARMUP_CALLS calls).  On PoCL the first 10-20 runs of a backward of small kernels
+#: (lenet_step's) took 1.5x the later ones, and one warm-up run left that in the median of 5.
+WARMUP_S = 0.25
+WARMUP_CALLS = 100
+
+
 def measure(run_n, repeat=5, budget_s=30.0):
-    """Median milliseconds of ``run_n(n)`` (-> n per-run seconds), after a warm-up run.
+    """Median milliseconds of ``run_n(n)`` (-> n per-run seconds), after warm-up runs adding up to
+    :data:`WARMUP_S` seconds.
 
     If ``repeat`` runs would exceed ``budget_s`` (judged by the warm-up), fewer
     are taken and the cell says so.
     """
     probe = _as_times(run_n(1))
+    warm, calls = sum(probe), 1
+    while warm < WARMUP_S and calls < WARMUP_CALLS:
+        probe = _as_times(run_n(1))
+        warm, calls = warm + sum(probe), calls + 1
     per_run = max(statistics.median(probe), 1e-9)
     n = repeat
     note = ""

@@ -72,7 +72,8 @@ def test_row_with_a_working_backend(name):
         assert row["vs_numpy"].ok == row["bwd_ms"].ok
 
 
-def test_bwd_ms_times_the_vjp_backward_on_the_residuals_its_forward_returned():
+def test_bwd_ms_times_the_vjp_backward_on_the_residuals_its_forward_returned(monkeypatch):
+    monkeypatch.setattr(runner, "WARMUP_S", 0.0)  # one warm-up call (the probe): the calls below are exact
     spy = SpyVJP(scale=1.01)  # pa.vjp's backward gives 1% too much: its error column must show it, no other
     (row,) = runner.run_workload("softmax", TINY["softmax"], _opts(torch=False), spy.api, lambda s: None)
     kinds = [k for k, _ in spy.calls]
@@ -90,7 +91,8 @@ def test_bwd_ms_times_the_vjp_backward_on_the_residuals_its_forward_returned():
     assert row["bwd_over_fwd"].value == pytest.approx(row["bwd_ms"].value / row["fwd_ms"].value)
 
 
-def test_a_training_step_runs_forward_backward_and_the_update_with_each_backward():
+def test_a_training_step_runs_forward_backward_and_the_update_with_each_backward(monkeypatch):
+    monkeypatch.setattr(runner, "WARMUP_S", 0.0)  # one warm-up call (the probe): the calls below are exact
     spy = SpyVJP()
     (row,) = runner.run_workload("mlp_step", TINY["mlp_step"], _opts(torch=False, repeat=3), spy.api, lambda s: None)
     # the step's forward runs pa.vjp's forward and hands its residuals to the backward: once per step
@@ -149,7 +151,11 @@ def test_measure_takes_the_median_and_respects_the_time_budget():
         return [0.002, 0.001, 0.004][:n] if n < 3 else [0.003] * (n - 3) + [0.001, 0.002, 0.100]
 
     c = runner.measure(run_n, repeat=5, budget_s=10)
-    assert calls == [1, 5] and c.value == pytest.approx(3.0) and c.note == ""
+    # warm-up runs until they add up to WARMUP_S (at most WARMUP_CALLS calls), then the timed ones
+    assert calls == [1] * runner.WARMUP_CALLS + [5] and c.value == pytest.approx(3.0) and c.note == ""
+    calls.clear()
+    runner.measure(lambda n: calls.append(n) or [0.1] * n, repeat=5)
+    assert calls == [1, 1, 1, 5]  # 0.3 s of warm-up
     slow = runner.measure(lambda n: [0.4] * n, repeat=5, budget_s=1.0)
     assert slow.value == pytest.approx(400) and slow.note == "2 runs (time budget 1 s)"
     single = runner.measure(lambda n: [2.0] * n, repeat=5, budget_s=1.0)
