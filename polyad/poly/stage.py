@@ -38,6 +38,7 @@ import islpy as isl
 
 from ..errors import PolyadError
 from ..te.expr import CommReducer, Const, Reduce, select
+from ..te.names import fresh_name
 from ..te.tensor import ComputeOp, Operation, Tensor, check_shape
 from ..te.visit import input_tensors
 
@@ -81,10 +82,7 @@ def safe_name(name, used, taboo=None):
         base = "v" + base
     if base.lower() in ISL_WORDS or (taboo is not None and taboo(base)):
         base += "_"
-    nm, k = base, 0
-    while nm in used:
-        k += 1
-        nm = f"{base}_{k}"
+    nm = fresh_name(base, used)
     used.add(nm)
     return nm
 

@@ -24,6 +24,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..te.expr import Call, Const, IterVar, Load, Reduce, binary, select
+from ..te.names import fresh_name
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
@@ -288,14 +289,6 @@ def _zero(dtype):
     return Const(0.0, dtype) if dtype.startswith("float") else Const(0, dtype)
 
 
-def _fresh_name(base, taken):
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    return name
-
-
 def _interleavable(reduces):
     """A single-output sum/max/min: regrouping its terms by residue keeps its value (a tuple reducer's
     first-argmax order needs contiguous blocks)."""
@@ -391,7 +384,7 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
     srcs = tuple(substitute(s, m) for s in reduces[0].source)
     p_body = tuple(Reduce(comb, srcs, p_red, cond, i) for i in range(len(srcs)))
     taken = {o.name for o in walk_ops(outs)}
-    p_name = _fresh_name(f"{stage}_rf", taken)
+    p_name = fresh_name(f"{stage}_rf", taken)
     if interleave and n % factor:
         partial = _guarded_partial(p_name, p_axes + (ri,), p_red, ro, ri, n, factor, comb,
                                    tuple(substitute(reduces[0].condition, m) for _ in (0,))[0], srcs,
@@ -557,7 +550,7 @@ def _zero_extended(T, d, extent, stage, taken):
         region = isl.Set("{ S0[" + ", ".join(names) + f"] : {names[d]} < {T.shape[d]} }}", context=full.get_ctx())
     stmts = (Statement("S0", pv, len(pv), full.intersect(region), (value,)),
              Statement("S1", pv, len(pv), full.subtract(region).set_tuple_name("S1").coalesce(), (zero,)))
-    return PolyOp(_fresh_name(f"{T.name}_pad", taken), shape, (T.dtype,), stmts, {"pad_of": stage})
+    return PolyOp(fresh_name(f"{T.name}_pad", taken), shape, (T.dtype,), stmts, {"pad_of": stage})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -665,7 +658,7 @@ def pad_reads(outputs, stage):
                      (Load(T, tuple(v - l if l else v for v, l in zip(pvars, lo))),))
     zeros = Statement("S1", pvars, len(pvars), full.subtract(region).set_tuple_name("S1").coalesce(),
                       (_zero(T.dtype),))
-    padded = PolyOp(_fresh_name(f"{T.name}_pad", taken), tuple(shape), (T.dtype,),
+    padded = PolyOp(fresh_name(f"{T.name}_pad", taken), tuple(shape), (T.dtype,),
                     tuple(x for x in (copy, zeros) if not x.domain.is_empty()), {"pad_of": stage})
     # the stage over the box
     axis = tuple(IterVar(v.name, "int32", lo=0, extent=n, kind="data") for v, n in zip(st.out_vars, op.shape))
@@ -821,7 +814,7 @@ def _moved_last(T, e, stage, taken):
     for k, p in enumerate(perm):
         src[p] = vs[k]
     st = Statement("S0", vs, rank, box_set("S0", vs), (Load(T, tuple(src)),))
-    return PolyOp(_fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), (st,),
+    return PolyOp(fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), (st,),
                   {"innermost_of": stage})
 
 
@@ -895,7 +888,7 @@ def innermost(outputs, stage, dim):
         vars_ = tuple(st.out_vars[p] for p in perm) + tuple(st.red_vars)
         dom = rename(_permuted_domain(st, perm), vars_, st.name)
         new_stmts.append(Statement(st.name, vars_, n, dom, tuple(values), st.combiner, st.accumulate))
-    moved = PolyOp(_fresh_name(f"{stage}_t", taken), tuple(op.shape[p] for p in perm), (op.output_dtype(0),),
+    moved = PolyOp(fresh_name(f"{stage}_t", taken), tuple(op.shape[p] for p in perm), (op.output_dtype(0),),
                    tuple(new_stmts), {"innermost_of": stage, "dim": dim})
     axis = tuple(IterVar(f"i{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(op.shape))
     back = ComputeOp(stage, axis, (Load(moved.output(0), tuple(axis[p] for p in perm)),), "", {})
@@ -1056,7 +1049,7 @@ def _s2d_copy(T, strides, stage, taken):
                                         context=full.get_ctx()))
         stmts = (Statement("S0", vs, len(vs), region, (Load(T, tuple(src)),)),
                  Statement("S1", vs, len(vs), full.subtract(region).set_tuple_name("S1").coalesce(), (zero,)))
-    made = PolyOp(_fresh_name(f"{T.name}_s2d", taken), shape, (T.dtype,),
+    made = PolyOp(fresh_name(f"{T.name}_s2d", taken), shape, (T.dtype,),
                   tuple(x for x in stmts if not x.domain.is_empty()), {"space_to_depth_of": stage})
     return f, made
 

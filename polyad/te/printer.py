@@ -5,6 +5,7 @@ Python's spelling (``//`` and ``%`` are floor division and modulo).
 """
 
 from .expr import Call, Const, IterVar, Load, Reduce, Var
+from .names import fresh_name
 
 _INFIX = {
     "or": (" or ", 1), "and": (" and ", 2),
@@ -101,10 +102,7 @@ def unique_names(ops):
     """
     used, out = set(), {}
     for op in ops:
-        name, k = op.name, 0
-        while name in used:
-            k += 1
-            name = f"{op.name}_{k}"
+        name = fresh_name(op.name, used)
         used.add(name)
         out[id(op)] = name
     return out
