@@ -303,9 +303,10 @@ def _strided_operands(op, info, dm):
 # graph rules: innermost
 # ---------------------------------------------------------------------------------------------
 def _batch_lanes(op, info, dm):
-    """CPU: a reduction whose innermost output is strided (a strided convolution's data gradient: every phase
-    writes x = 3q + p) runs with its batch innermost, vectors along it, when the batch fills whole vectors and
-    the operands read it as a plain index."""
+    """CPU: a reduction whose rows do not split into whole vectors runs with its batch innermost, vectors along
+    it, when the batch fills at least two vectors and the operands read it as a plain index: a strided
+    convolution's data gradient (every phase writes x = 3q + p), or a padded box whose rows are not a multiple
+    of the vector width (conv2d_3x3's 28, lenet_step's 12)."""
     from ..errors import PolyadError
     from .phase import phase_strides
 
@@ -315,7 +316,10 @@ def _batch_lanes(op, info, dm):
         return []
     strides = phase_strides(op)
     vw = max(dm.vector_width, 1)
-    if strides is None or strides[0] != 1 or strides[-1] == 1 or op.shape[0] % vw or op.shape[0] < 2 * vw:
+    if op.shape[0] % vw or op.shape[0] < 2 * vw or (strides is not None and strides[0] != 1):
+        return []
+    strided = strides is not None and strides[-1] > 1
+    if not strided and not (_padded(op) and op.shape[-1] % vw):
         return []
     try:
         stmts = _statements(op)
@@ -327,8 +331,10 @@ def _batch_lanes(op, info, dm):
             if isinstance(n, Load) and any(_uses(ix, v) for ix in n.indices):
                 if sum(1 for ix in n.indices if _uses(ix, v)) != 1 or not any(ix is v for ix in n.indices):
                     return []
-    return [(0, f"innermost {op.name}: its outputs are strided (phases {'x'.join(map(str, strides))}); with the "
-                f"batch ({op.shape[0]}) innermost its vectors run along the batch, loads and stores contiguous")]
+    why = f"its outputs are strided (phases {'x'.join(map(str, strides))})" if strided else \
+        f"its rows ({op.shape[-1]}) are not whole vectors of {vw}"
+    return [(0, f"innermost {op.name}: {why}; with the batch ({op.shape[0]}) innermost its vectors run along the "
+                "batch, loads and stores contiguous")]
 
 
 def _statements(op):
@@ -914,6 +920,18 @@ def _batch_back(op, info, dm, graph):
     return [StageSchedule(tile=tuple(tile), vectorize=vec)]
 
 
+def _batch_last_copy(op, info, dm, graph):
+    """An operand's copy with the batch last, made by :func:`~polyad.schedule.graph.innermost` (CPU): a run of
+    its rows (contiguous in what it reads) by one vector of the batch."""
+    attrs = getattr(op, "attrs", {})
+    if dm.kind != "cpu" or not attrs.get("innermost_of") or "dim" in attrs or len(op.shape) < 2:
+        return []
+    lanes = _const("batch_last_copy", "lanes")
+    vec = max((v for v in dm.widths if v <= min(lanes, max(dm.vector_width, 1)) and op.shape[-1] % v == 0), default=1)
+    tile = (1,) * (len(op.shape) - 2) + (min(op.shape[-2], _const("batch_last_copy", "run")), vec)
+    return [StageSchedule(tile=tile, vectorize=vec)]
+
+
 def _padded_rows(op, info, dm, graph):
     """The block of a stage :func:`~polyad.schedule.graph.pad_reads` made a box: two whole rows of
     vectors, when the row splits into vectors of at least 4 (else nothing: the model chooses)."""
@@ -1286,13 +1304,16 @@ RULES = (
          "-> 6.6 ms",
          target="fold", propose=_cropped_reduction),
     Rule("batch_lanes", "graph",
-         "CPU: a reduction whose innermost output is strided (a strided convolution's data gradient) is computed "
-         "with its batch innermost (innermost(stage, 0)): vectors along the batch, the operands that read it "
-         "through copies with the batch last, the result copied back",
+         "CPU: a reduction whose rows do not split into whole vectors (a strided convolution's data gradient; a "
+         "padded box whose rows are not a multiple of the vector width) is computed with its batch innermost "
+         "(innermost(stage, 0)) when the batch is at least two vectors: vectors along the batch, the operands "
+         "that read it through copies with the batch last, the result copied back",
          {"min_iterations": 1 << 20},
-         "conv2d_5x5_s3 dX (32x17x58x58, stride 3), PoCL on a 2-core Zen 4, min of 5: phased NCHW, its best "
-         "blocks (1x17x1x4/float4) 5.8-6.0 ms; batch innermost 1.49 ms (phases 1x3x3x1, 8 channels x 16 batch, "
-         "float8) + 0.13 ms for H's copy + the copy back",
+         "PoCL on a 2-core Zen 4, min of 5: conv2d_5x5_s3 dX (32x17x58x58, stride 3) phased NCHW in its best "
+         "blocks (1x17x1x4/float4) 5.8-6.0 ms, batch innermost 1.49 ms (phases 1x3x3x1, 8 channels x 16 batch, "
+         "float8) + 0.13 ms for H's copy + the copy back; conv2d_3x3's padded dX (rows of 28) 1.70 -> 1.01-1.2 "
+         "+ 0.18 + 0.09 ms; lenet_step's second conv dX (rows of 12, batch 64) 0.55 -> 0.28 + 0.13 + 0.04 ms "
+         "(backward 1.79 -> 1.61)",
          target="innermost", propose=_batch_lanes),
     Rule("pad_clipped_sums", "graph", "pad a sum clipped only by one operand's bounds, so that every block is full",
          {"max_extra": 3.0, "min_reduction": 16},
@@ -1391,6 +1412,13 @@ RULES = (
          "copy_rows' 1x1x1x58/float2 0.87, 8x1x1x58/2 0.68, 8x1x1x2/2 0.57, 32x1x1x1 0.51, naive 2.2",
          applies=_proposes(_batch_back), propose=_batch_back, limit=_only_own("batch_back"),
          note=lambda op, info, dm: "a copy back from the batch-innermost layout: runs of the batch"),
+    Rule("batch_last_copy", "stage", "an operand's copy with the batch last (CPU): a run of its rows by one vector "
+         "of the batch",
+         {"run": 16, "lanes": 8},
+         "lenet_step's padded H moved batch-last (16x16x16x64), PoCL, 2-core Zen 4: 1x1x16x8/float8 0.13 ms, "
+         "1x1x16x16/float16 0.17, copy_rows' 1x1x1x64 0.41",
+         applies=_proposes(_batch_last_copy), propose=_batch_last_copy, limit=_only_own("batch_last_copy"),
+         note=lambda op, info, dm: "a copy with the batch last: runs of its rows by a vector of the batch"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),

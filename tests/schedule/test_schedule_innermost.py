@@ -97,8 +97,10 @@ def test_innermost_errors_name_the_stage_and_the_field_is_data():
 
 
 def test_auto_moves_the_batch_of_the_strided_data_gradient_only():
-    """At the benchmark shapes, conv2d_5x5_s3's dX alone (its outputs phased at stride 3, its batch 32), on both
-    recorded CPU models and an 8-lane one; its copies get measured blocks; the tuner can undo it."""
+    """At the benchmark shapes: conv2d_5x5_s3's dX (its outputs phased at stride 3, its batch 32), and the padded
+    data gradients whose rows are not whole vectors (conv2d_3x3's 28, lenet_step's 12, batches 32 and 64), on
+    the recorded CPU model and an 8-lane one; not the dilated convolution's (a batch of 8 is one vector), nor on
+    a GPU.  The copies get measured blocks; the tuner can undo it."""
     v8 = dataclasses.replace(ZEN5, vector_width=8)
     got = {}
     for model in (ZEN5, v8):
@@ -106,11 +108,16 @@ def test_auto_moves_the_batch_of_the_strided_data_gradient_only():
             s = auto_schedule(dict(auto_golden.graphs(name, None))["bwd"], device=model)
             if s.innermost:
                 got[name, model.vector_width] = s
-    assert sorted(got) == [("conv2d_5x5_s3", 8), ("conv2d_5x5_s3", 16)]
+    assert sorted(got) == [(n, w) for n in ("conv2d_3x3", "conv2d_5x5_s3", "lenet_step") for w in (8, 16)]
     s = got["conv2d_5x5_s3", 8]
     assert s.innermost == {"d_X_from_conv2d_pad": 0}
     assert s.stages["d_X_from_conv2d_pad_t"] == StageSchedule(tile=(8, 1, 1, 16), vectorize=8, phase=(1, 3, 3, 1))
     assert s.stages["d_X_from_conv2d_pad"] == StageSchedule(tile=(32, 1, 1, 2), vectorize=2)
+    assert s.stages["H_t"] == StageSchedule(tile=(1, 1, 16, 8), vectorize=8)  # H with the batch last
+    s3 = got["conv2d_3x3", 8]
+    assert s3.innermost == {"d_X_from_conv2d": 0} and s3.pad == {"d_X_from_conv2d"}
+    assert s3.stages["d_X_from_conv2d_t"] == StageSchedule(tile=(8, 1, 1, 16), vectorize=8)
+    assert s3.stages["H_pad_t"] == StageSchedule(tile=(1, 1, 16, 8), vectorize=8)
     gpu = auto_golden.DEVICES / "gpu-former-constants.json"
     assert not auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"],
                              device=DeviceModel.load(gpu)).innermost
