@@ -307,7 +307,7 @@ def _batch_lanes(op, info, dm):
     it, when the batch fills at least two vectors and the operands read it as a plain index: a strided
     convolution's data gradient (every phase writes x = 3q + p), or a padded box whose rows are not a multiple
     of the vector width (conv2d_3x3's 28, lenet_step's 12)."""
-    from ..errors import PolyadError
+    from ..poly.stage import statements_of
     from .phase import phase_strides
 
     if dm.kind != "cpu" or info is None or not info.reduction or len(op.shape) < 3:
@@ -322,7 +322,7 @@ def _batch_lanes(op, info, dm):
     if not strided and not (_padded(op) and op.shape[-1] % vw):
         return []
     try:
-        stmts = _statements(op)
+        stmts = statements_of(op)
     except PolyadError:
         return []
     for st in stmts:  # the batch is read as a plain index, or not at all (innermost() raises otherwise)
@@ -335,12 +335,6 @@ def _batch_lanes(op, info, dm):
         f"its rows ({op.shape[-1]}) are not whole vectors of {vw}"
     return [(0, f"innermost {op.name}: {why}; with the batch ({op.shape[0]}) innermost its vectors run along the "
                 "batch, loads and stores contiguous")]
-
-
-def _statements(op):
-    from ..poly.stage import statements_of
-
-    return statements_of(op)
 
 
 # ---------------------------------------------------------------------------------------------
