@@ -30,7 +30,7 @@ from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["fold", "foldable", "innermost", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -115,8 +115,8 @@ def inlinable(op):
     stmts = op.statements
     if "space_to_depth_of" in op.attrs:
         return f"it is the de-interleaved copy space_to_depth made for {op.attrs['space_to_depth_of']!r}"
-    if "innermost_of" in op.attrs:
-        return f"it is a copy innermost made for {op.attrs['innermost_of']!r}, to read as vectors"
+    if "moved_last_for" in op.attrs:
+        return f"it is the copy innermost made for {op.attrs['moved_last_for']!r}, read as vectors"
     if op.num_outputs != 1 or len(stmts) != 1:
         return f"its {len(stmts)} statements define it region by region (only one assignment over the whole box inlines)"
     st = stmts[0]
@@ -815,7 +815,35 @@ def _moved_last(T, e, stage, taken):
         src[p] = vs[k]
     st = Statement("S0", vs, rank, box_set("S0", vs), (Load(T, tuple(src)),))
     return PolyOp(fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), (st,),
-                  {"innermost_of": stage})
+                  {"moved_last_for": stage})
+
+
+def movable(op, dim):
+    """None if :func:`innermost` can compute stage ``op`` with its output dimension ``dim`` last, else why not
+    (words that follow "stage <name>")."""
+    from ..errors import PolyadError
+    from ..poly.stage import statements_of
+
+    n = len(op.shape)
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < n - 1:
+        return (f"has output dimensions 0 to {n - 1}; dim must be one of 0 to {n - 2} (the last is innermost "
+                f"already), got {dim!r}")
+    if op.num_outputs != 1:
+        return f"has {op.num_outputs} outputs"
+    try:
+        stmts = statements_of(op)
+    except PolyadError as e:
+        return f"has no statement form ({e})"
+    me = op.output(0)
+    for st in stmts:
+        v = st.out_vars[dim]
+        for ld in post_order(tuple(st.values)):
+            if not isinstance(ld, Load):
+                continue
+            uses = [ix for ix in ld.indices if _uses(ix, v)]
+            if uses and (ld.tensor is me or len(uses) != 1 or uses[0] is not v):
+                return f"reads {ld.tensor.name} with its output dimension {dim} ({v.name}) other than as one plain index"
+    return None
 
 
 def innermost(outputs, stage, dim):
@@ -838,7 +866,6 @@ def innermost(outputs, stage, dim):
         ``dim`` is not one of its output dimensions other than the last, or an operand reads ``o_dim`` other
         than as one of its indices (``X[n + 1]``, ``X[n, n]``).
     """
-    from ..errors import PolyadError
     from ..poly.convert import rename
     from ..poly.stage import PolyOp, Statement, statements_of
 
@@ -847,35 +874,22 @@ def innermost(outputs, stage, dim):
     op = by_name.get(stage)
     if op is None:
         raise ScheduleError(f"innermost: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    why = movable(op, dim)
+    if why:
+        raise ScheduleError(f"innermost: stage {stage!r} {why}")
     n = len(op.shape)
-    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < n - 1:
-        raise ScheduleError(f"innermost: stage {stage!r} has output dimensions 0 to {n - 1}; dim must be one of "
-                            f"0 to {n - 2} (the last is innermost already), got {dim!r}")
-    if op.num_outputs != 1:
-        raise ScheduleError(f"innermost: stage {stage!r} has {op.num_outputs} outputs")
-    try:
-        stmts = statements_of(op)
-    except PolyadError as e:
-        raise ScheduleError(f"innermost: stage {stage!r}: {e}") from None
     perm = [k for k in range(n) if k != dim] + [dim]
     taken = {o.name for o in walk_ops(outs)}
-    me = op.output(0)
     copies = {}  # (id(T), e) -> the copy of T with index e last
     new_stmts = []
-    for st in stmts:
+    for st in statements_of(op):
         v = st.out_vars[dim]
 
-        def swap(node, rebuilt, v=v):
-            if not isinstance(node, Load):
+        def swap(node, rebuilt, v=v):  # movable(): v is one plain index of the loads that read it
+            if not isinstance(node, Load) or not any(ix is v for ix in rebuilt.indices):
                 return None
             idx = rebuilt.indices
-            uses = [e for e, ix in enumerate(idx) if _uses(ix, v)]
-            if not uses:
-                return None
-            if node.tensor is me or len(uses) != 1 or idx[uses[0]] is not v:
-                raise ScheduleError(f"innermost: stage {stage!r} reads {node.tensor.name} with its output "
-                                    f"dimension {dim} ({v.name}) other than as one plain index")
-            e = uses[0]
+            e = next(k for k, ix in enumerate(idx) if ix is v)
             if e == len(idx) - 1:
                 return None
             key = (id(node.tensor), e)

@@ -30,7 +30,7 @@ from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, stage_info
 from .graph import (_interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_padding, fold, foldable,
-                    inlinable, inline, innermost, pad_reads,
+                    inlinable, inline, innermost, movable, pad_reads,
                     paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
@@ -307,7 +307,6 @@ def _batch_lanes(op, info, dm):
     it, when the batch fills at least two vectors and the operands read it as a plain index: a strided
     convolution's data gradient (every phase writes x = 3q + p), or a padded box whose rows are not a multiple
     of the vector width (conv2d_3x3's 28, lenet_step's 12)."""
-    from ..poly.stage import statements_of
     from .phase import phase_strides
 
     if dm.kind != "cpu" or info is None or not info.reduction or len(op.shape) < 3:
@@ -321,16 +320,8 @@ def _batch_lanes(op, info, dm):
     strided = strides is not None and strides[-1] > 1
     if not strided and not (_padded(op) and op.shape[-1] % vw):
         return []
-    try:
-        stmts = statements_of(op)
-    except PolyadError:
+    if movable(op, 0) is not None:  # the batch read other than as a plain index
         return []
-    for st in stmts:  # the batch is read as a plain index, or not at all (innermost() raises otherwise)
-        v = st.out_vars[0]
-        for n in post_order(tuple(st.values)):
-            if isinstance(n, Load) and any(_uses(ix, v) for ix in n.indices):
-                if sum(1 for ix in n.indices if _uses(ix, v)) != 1 or not any(ix is v for ix in n.indices):
-                    return []
     why = f"its outputs are strided (phases {'x'.join(map(str, strides))})" if strided else \
         f"its rows ({op.shape[-1]}) are not whole vectors of {vw}"
     return [(0, f"innermost {op.name}: {why}; with the batch ({op.shape[0]}) innermost its vectors run along the "
@@ -888,7 +879,7 @@ def _batch_blocks(op, info, dm, graph):
     dimension by ``lanes`` of the moved one, in vectors, each phase dense where its outputs are strided."""
     from .phase import phase_strides
 
-    if dm.kind != "cpu" or not getattr(op, "attrs", {}).get("innermost_of") or len(op.shape) < 2:
+    if dm.kind != "cpu" or "innermost_of" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
         return []
     lanes = math.gcd(op.shape[-1], _const("batch_blocks", "lanes"))
     vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and lanes % v == 0), default=1)
@@ -917,8 +908,7 @@ def _batch_back(op, info, dm, graph):
 def _batch_last_copy(op, info, dm, graph):
     """An operand's copy with the batch last, made by :func:`~polyad.schedule.graph.innermost` (CPU): a run of
     its rows (contiguous in what it reads) by one vector of the batch."""
-    attrs = getattr(op, "attrs", {})
-    if dm.kind != "cpu" or not attrs.get("innermost_of") or "dim" in attrs or len(op.shape) < 2:
+    if dm.kind != "cpu" or "moved_last_for" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
         return []
     lanes = _const("batch_last_copy", "lanes")
     vec = max((v for v in dm.widths if v <= min(lanes, max(dm.vector_width, 1)) and op.shape[-1] % v == 0), default=1)

@@ -23,7 +23,8 @@ import polyad as pa
 from polyad.errors import ScheduleError
 from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare, validate
 from polyad.schedule.auto import auto_schedule
-from polyad.schedule.graph import fold, inlinable, innermost, stage_ops, uniquely_named
+from polyad.schedule.graph import fold, inlinable, innermost, movable, stage_ops, uniquely_named
+from polyad.schedule.space import RULE
 from polyad.te.expr import Load
 from polyad.te.visit import post_order
 from polyad.tuner.configs import _graph_neighbours
@@ -64,6 +65,11 @@ def test_the_moved_stride_3_data_gradient_in_isl():
     assert set(reads) == {"H_t", "W"}  # H through its copy with the batch last; W does not read the batch
     assert str(reads["H_t"]) == "H_t[f, y, x, i0]" and ops["H_t"].shape == (3, 4, 4, 8)
     assert inlinable(ops["H_t"]) and "innermost made" in inlinable(ops["H_t"])
+    # the moved stage and the operand's copy each get their own rule's block, never the other's
+    assert RULE["batch_blocks"].propose(ops["H_t"], None, ZEN5, None) == []
+    assert RULE["batch_last_copy"].propose(moved, None, ZEN5, None) == []
+    assert RULE["batch_blocks"].propose(moved, None, ZEN5, None) and RULE["batch_last_copy"].propose(
+        ops["H_t"], None, ZEN5, None)
     assert str(ops[n].body[0]) == f"{n}_t[i1, i2, i3, i0]"  # the copy back keeps the stage's name
     for a, b in zip(pa.evaluate(new, feeds), pa.evaluate(grads, feeds)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
@@ -81,6 +87,8 @@ def test_innermost_errors_name_the_stage_and_the_field_is_data():
             innermost([S], "S", bad)
     with pytest.raises(ScheduleError, match="'Sh' reads X with its output dimension 0 \\(i\\) other than as one plain"):
         innermost([Sh], "Sh", 0)
+    # the check innermost raises on is the one batch_lanes asks
+    assert movable(S.op, 0) is None and movable(Sh.op, 0).startswith("reads X with its output dimension 0")
     s = Schedule("s", innermost={"S": 0}, stages={"S_t": StageSchedule(tile=(2, 4), vectorize=4)})
     validate([S], s)
     assert Schedule.from_json(s.to_json()) == s and s.to_dict()["innermost"] == {"S": 0}
