@@ -205,7 +205,7 @@ class LocalMeasurer(Measurer):
                 programs.append(None)
                 errors.append(f"{type(e).__name__}: {e}")
         live = [i for i, p in enumerate(programs) if p is not None and p.kernels]
-        built = precompile([(programs[i].source, BUILD_OPTIONS, trial_launches(launch_plan(programs[i])))
+        built = precompile([(programs[i].source, BUILD_OPTIONS, trial_launches(launch_plan(programs[i], self.dev)))
                             for i in live], self.dev, workers=self.workers, timeout=self.timeout)
         for i, e in zip(live, built):
             if e is not None:
