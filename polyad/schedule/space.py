@@ -16,6 +16,7 @@ kernel's expression.
 """
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -917,8 +918,11 @@ def _batch_last_copy(op, info, dm, graph):
 
 
 def _padded_rows(op, info, dm, graph):
-    """The block of a stage :func:`~polyad.schedule.graph.pad_reads` made a box: two whole rows of
-    vectors, when the row splits into vectors of at least 4 (else nothing: the model chooses)."""
+    """The block of a stage :func:`~polyad.schedule.graph.pad_reads` made a box: a whole row of vectors by
+    the most channels (NCHW's second dimension: the outputs that share every vector load of the padded
+    operand, each with its own broadcast weight) that divide the channels and keep at most ``max_vectors``
+    accumulators; two rows where no channel block does, when the row splits into vectors of at least 4
+    (else nothing: the model chooses)."""
     if not _padded(op) or len(op.shape) < 2 or dm.kind != "cpu":
         return []
     e = op.shape[-1]
@@ -926,7 +930,12 @@ def _padded_rows(op, info, dm, graph):
                None)
     if vec is None or e > _const("padded_rows", "max_row"):
         return []
-    r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= _const("padded_rows", "max_vectors") else 1
+    most = _const("padded_rows", "max_vectors") // (e // vec)
+    c = next((c for c in _const("padded_rows", "channels") if c <= most and len(op.shape) >= 3
+              and op.shape[1] % c == 0), 1)
+    if c > 1:
+        return [StageSchedule(tile=(1, c) + (1,) * (len(op.shape) - 3) + (e,), vectorize=vec)]
+    r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= most else 1
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
@@ -1058,25 +1067,44 @@ def _row_partials(op, info, dm, graph):
     return [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (f,), vectorize=vec)]
 
 
-def _lane_tile(shape, dm):
-    """The partial stage's block: whole innermost output dimensions while their accumulators fit the
-    FMA slots (dW's 3x3 taps: 9 vectors) and the blocks still fill the device, then the lanes."""
-    tile, acc = [1] * (len(shape) - 1), 1
-    points = math.prod(shape[:-1])
-    for d in range(len(shape) - 2, -1, -1):
-        if acc * shape[d] > dm.fma_slots or points // (acc * shape[d]) < dm.min_parallel:
-            break
-        tile[d] = shape[d]
-        acc *= shape[d]
-    return tuple(tile) + (shape[-1],)
+def _lane_tile(shape, loads, dm):
+    """The partial stage's block over its outer outputs (its lanes whole, last): the fewest issue slots per
+    multiply-add, ``(max(F, w * L) + step_overhead) / F`` for F accumulators and L vector loads a reduction
+    step (a load is repeated across the block's extent in each output it reads), times the waste of ragged
+    blocks (ties: more accumulators, then fewer loads); at most 3/4 of the registers in accumulators (the loaded operands need the rest), at most
+    ``max_block`` along a dimension, ragged only along the outermost, and enough blocks to fill the device.
+
+    A conv weight gradient's ``dW_rf[co, ci, kh, kw, lane]`` reads ``H[.., co, ..]`` and ``X[.., ci, kh.., kw..]``:
+    ``co x kh x kw`` blocks reuse each X load for every co and each H load for every tap."""
+    outer = shape[:-1]
+    budget = max(1, min(dm.fma_slots, dm.registers) * 3 // 4)
+    cap, w, over = (_const("lane_partials", k) for k in ("max_block", "load_weight", "step_overhead"))
+    # ragged blocks only along the outermost output (conv2d_3x3's 19 co in 2s); a ragged tap block branches
+    opts = [sorted({t for t in range(1, min(n, cap) + 1) if n % t == 0 or (d == 0 and t in (2, 4, 8))})
+            for d, n in enumerate(outer)]
+    reads = [frozenset(d for d in used if d < len(outer)) for used, _ in loads]
+
+    def cost(tile):
+        f = math.prod(tile)
+        ld = sum(math.prod(tile[d] for d in used) for used in reads)
+        waste = math.prod(-(-n // t) * t / n for n, t in zip(outer, tile))
+        return (max(f, w * ld) + over) / f * waste
+
+    best = None
+    for tile in itertools.product(*opts):
+        if math.prod(tile) > budget or math.prod(-(-n // t) for n, t in zip(outer, tile)) < dm.min_parallel:
+            continue
+        key = (round(cost(tile), 6), -math.prod(tile), sum(math.prod(tile[d] for d in u) for u in reads), tile)
+        best = key if best is None or key < best else best
+    return (best[-1] if best else (1,) * len(outer)) + (shape[-1],)
 
 
 def _lane_partials(op, info, dm, graph):
-    """A lane vector per output, the innermost outputs' accumulators in registers."""
+    """A lane vector per output, the block of :func:`_lane_tile`."""
     if not _partial_of(op, graph, "rfactor_lanes"):
         return []
     _, vec = _partial_width(op, dm)
-    return [StageSchedule(tile=_lane_tile(op.shape, dm), vectorize=vec)]
+    return [StageSchedule(tile=_lane_tile(op.shape, info.loads, dm), vectorize=vec)]
 
 
 def _proposes(propose):
@@ -1371,14 +1399,18 @@ RULES = (
          "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled",
          applies=_proposes(_batch_blocks), propose=_batch_blocks, limit=_only_own("batch_blocks"),
          note=lambda op, info, dm: f"computed with its batch innermost: channels x lanes blocks along the batch"),
-    Rule("padded_rows", "stage", "a padded box reduction (CPU): two whole rows of vectors when a row splits into "
-         "vectors of at least 4",
-         {"widths": (16, 8, 4), "max_row": 64, "max_vectors": 28},
-         "conv2d_3x3 dX on a padded H (32x17x28x28), min of 6 alternating rounds: 1x1x2x28/float4 1.75 ms, "
-         "1x4x1x28 1.6, 2x1x1x28 2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0 (it misses what separate "
-         "rows of H cost); the dilated dX's 34-wide rows do not split: the model's 1x4x2x32/float16 took 0.49 ms",
+    Rule("padded_rows", "stage", "a padded box reduction (CPU): a whole row of vectors by the most channels "
+         "(dividing them) that share its vector loads, within max_vectors accumulators; else two rows, when the "
+         "row splits into vectors of at least 4",
+         {"widths": (16, 8, 4), "max_row": 64, "max_vectors": 16, "channels": (4, 2)},
+         "conv2d_dilated dX on a padded H (8x16x32x32), PoCL, 2-core Zen 4, min of 7 alternating rounds: "
+         "1x4x1x32/float8 0.19 ms, 1x2x2x32 0.20, 1x2x1x32 0.20, 1x3x1x32 0.20, the former 1x1x2x32 0.29, "
+         "1x1x4x32 0.28, 1x1x1x32 0.33 (rows of H are separate loads; channels share them); conv2d_3x3 dX on a "
+         "padded H (32x17x28x28, before its batch went innermost): 1x1x2x28/float4 1.75 ms, 1x4x1x28 1.6, 2x1x1x28 "
+         "2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0",
          applies=_proposes(_padded_rows), propose=_padded_rows, limit=_only_own("padded_rows"),
-         note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, no cut blocks"),
+         note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, channels "
+                                   f"sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
          "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
          "in the widest vectors dividing the row",
@@ -1408,11 +1440,18 @@ RULES = (
          applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),
          note=lambda op, info, dm: f"a row's {op.shape[-1]} partials, contiguous vectors"),
     Rule("lane_partials", "stage",
-         "a lane rfactor's partial stage: the innermost outputs whole while their accumulators fit the FMA slots, "
-         "then the lanes as one vector",
-         {}, "conv2d_3x3 dW: 1x1x3x3x8 2.1 ms (4.0 unsplit), 2x1x3x3x8 2.4-2.7, 1x1x1x3x8 3.9",
+         "a lane rfactor's partial stage: the lanes as one vector, and the block of outer outputs with the fewest "
+         "issue slots per multiply-add (max(F, load_weight * L) + step_overhead) / F, F accumulators and L vector "
+         "loads a step, times ragged blocks' waste (ragged along the outermost output only); accumulators at most "
+         "3/4 of the registers, at most max_block along a dimension",
+         {"max_block": 8, "load_weight": 1.5, "step_overhead": 4},
+         "PoCL, 2-core Zen 4, the partial stage alone, min of 7 alternating rounds: conv2d_3x3 dW (19x17x3x3x8) "
+         "1x1x3x3 2.08 ms, 2x1x3x3 1.69, 4x1x1x3 1.86, 8x1x1x3 1.94, 1x2x3x3 1.98, 3x1x3x3 1.90, 4x1x2x3 2.40, "
+         "19x1x1x1 3.94; conv2d_5x5_s3 dW (19x17x5x5x8) 1x1x5x5 3.84, 4x1x1x5 2.52, 3x1x1x5 2.95, 2x1x1x5 3.60, "
+         "2x1x2x5 4.13, 2x1x5x5 4.81; conv2d_dilated dW (16x16x3x3x8) 1x1x3x3 0.27, 2x1x3x3 0.18, 8x1x1x3 0.18, "
+         "4x1x1x3 0.19, 4x1x3x3 0.23 (36 accumulators spill), 1x2x3x3 0.27, 16x1x1x1 0.35",
          applies=_proposes(_lane_partials), propose=_lane_partials, limit=_only_own("lane_partials"),
-         note=lambda op, info, dm: "a lane vector per output, the innermost outputs' accumulators in registers"),
+         note=lambda op, info, dm: "a lane vector per output, a block of outputs sharing its loads in registers"),
     # stage: the grid and the proposals beside it
     Rule("grid", "stage",
          "tiles of the last two output dimensions (and the outermost for rank >= 3; small extents whole; stride "

@@ -140,3 +140,41 @@ def test_candidate_space_for_a_given_schedule_credits_matching_rfactors_only():
     assert g.rule_of("rfactor", n) == "rfactor_lanes"
     with pytest.raises(pa.ScheduleError):
         candidate_space(grads, device=ZEN5, schedule=Schedule(inline=frozenset({n})))
+
+
+# the machine the lane_partials and padded_rows blocks were measured on: 8-lane vectors, 32 accumulators
+ZEN4 = __import__("dataclasses").replace(ZEN5, vector_width=8, fma_slots=32)
+
+
+@pytest.mark.parametrize("shape,block", [
+    ((19, 17, 5, 5, 8), (4, 1, 1, 5)),  # conv2d_5x5_s3 dW: 2.52 ms against the former 1x1x5x5's 3.84
+    ((19, 17, 3, 3, 8), (2, 1, 3, 3)),  # conv2d_3x3 dW: 1.69 against 1x1x3x3's 2.08 (19 co: a ragged last 2)
+])
+def test_lane_partial_blocks_share_loads_as_measured(shape, block):
+    """dW_rf[co, ci, kh, kw, lane] reads H[.., co, ..] (dimension 0) and X[.., ci, kh.., kw..] (1, 2, 3): a block
+    of co reuses every X load, a block of taps every H load."""
+    from polyad.schedule.space import _lane_tile
+
+    loads = ((frozenset({0, 4}), True), (frozenset({1, 2, 3, 4}), True))
+    assert _lane_tile(shape, loads, ZEN4) == block + (8,)
+    small = _lane_tile(shape, loads, ZEN5)  # 16 FMA slots: at most 12 accumulators
+    assert math.prod(small[:-1]) <= 12 and small[0] > 1
+    for tile in (_lane_tile(shape, loads, m) for m in (ZEN4, ZEN5)):
+        assert all(n % t == 0 for n, t in zip(shape[1:-1], tile[1:-1]))  # ragged only along co
+
+
+def test_auto_blocks_conv_weight_partials_and_padded_data_gradients_at_the_benchmark_shapes():
+    """Auto's blocks at the benchmark shapes on the 8-lane model: the dW partials block output channels (they
+    share X's loads), the dilated dX's padded box blocks input channels (they share H's row vectors)."""
+    import auto_golden
+
+    got = {}
+    for name in ("conv2d_3x3", "conv2d_5x5_s3", "conv2d_dilated"):
+        s = auto_schedule(dict(auto_golden.graphs(name, None))["bwd"], device=ZEN4)
+        got[name] = s.stages
+    assert got["conv2d_5x5_s3"]["d_W_from_conv2d_rf"] == StageSchedule(tile=(4, 1, 1, 5, 8), vectorize=8)
+    assert got["conv2d_3x3"]["d_W_from_conv2d_rf"] == StageSchedule(tile=(2, 1, 3, 3, 8), vectorize=8)
+    dil = got["conv2d_dilated"]
+    assert dil["d_X_from_conv2d_pad"] == StageSchedule(tile=(1, 4, 1, 32), vectorize=8)
+    tile = dil["d_W_from_conv2d_rf"].tile
+    assert tile[0] >= 2 and math.prod(tile[:-1]) <= 24, tile
