@@ -1071,11 +1071,13 @@ def _lane_tile(shape, loads, dm):
     """The partial stage's block over its outer outputs (its lanes whole, last): the fewest issue slots per
     multiply-add, ``(max(F, w * L) + step_overhead) / F`` for F accumulators and L vector loads a reduction
     step (a load is repeated across the block's extent in each output it reads), times the waste of ragged
-    blocks (ties: more accumulators, then fewer loads); at most 3/4 of the registers in accumulators (the loaded operands need the rest), at most
-    ``max_block`` along a dimension, ragged only along the outermost, and enough blocks to fill the device.
+    blocks (ties: more accumulators, then fewer loads); at most 3/4 of the registers in accumulators (the
+    loaded operands need the rest), at most ``max_block`` along a dimension, ragged only along the
+    outermost, and enough blocks to fill the device.
 
-    A conv weight gradient's ``dW_rf[co, ci, kh, kw, lane]`` reads ``H[.., co, ..]`` and ``X[.., ci, kh.., kw..]``:
-    ``co x kh x kw`` blocks reuse each X load for every co and each H load for every tap."""
+    A conv weight gradient's ``dW_rf[co, ci, kh, kw, lane]`` reads ``H[.., co, ..]`` and
+    ``X[.., ci, kh.., kw..]``: ``co x kh x kw`` blocks reuse each X load for every co and each H load for
+    every tap."""
     outer = shape[:-1]
     budget = max(1, min(dm.fma_slots, dm.registers) * 3 // 4)
     cap, w, over = (_const("lane_partials", k) for k in ("max_block", "load_weight", "step_overhead"))
@@ -1083,18 +1085,14 @@ def _lane_tile(shape, loads, dm):
     opts = [sorted({t for t in range(1, min(n, cap) + 1) if n % t == 0 or (d == 0 and t in (2, 4, 8))})
             for d, n in enumerate(outer)]
     reads = [frozenset(d for d in used if d < len(outer)) for used, _ in loads]
-
-    def cost(tile):
-        f = math.prod(tile)
-        ld = sum(math.prod(tile[d] for d in used) for used in reads)
-        waste = math.prod(-(-n // t) * t / n for n, t in zip(outer, tile))
-        return (max(f, w * ld) + over) / f * waste
-
     best = None
     for tile in itertools.product(*opts):
-        if math.prod(tile) > budget or math.prod(-(-n // t) for n, t in zip(outer, tile)) < dm.min_parallel:
+        f = math.prod(tile)
+        if f > budget or math.prod(-(-n // t) for n, t in zip(outer, tile)) < dm.min_parallel:
             continue
-        key = (round(cost(tile), 6), -math.prod(tile), sum(math.prod(tile[d] for d in u) for u in reads), tile)
+        ld = sum(math.prod(tile[d] for d in used) for used in reads)
+        waste = math.prod(-(-n // t) * t / n for n, t in zip(outer, tile))
+        key = (round((max(f, w * ld) + over) / f * waste, 6), -f, ld, tile)
         best = key if best is None or key < best else best
     return (best[-1] if best else (1,) * len(outer)) + (shape[-1],)
 
