@@ -112,10 +112,9 @@ def device_model(device=None):
 
 def _uncalibrated(dev, widths):
     """A calibration-shaped stand-in with neutral figures: ratios only, not a machine's numbers."""
-    import pyopencl as cl
+    from ..runtime.device import is_gpu
 
-    gpu = bool(dev.type & cl.device_type.GPU)
-    return {"kind": "gpu" if gpu else "cpu", "compute_units": int(dev.max_compute_units),
+    return {"kind": "gpu" if is_gpu(dev) else "cpu", "compute_units": int(dev.max_compute_units),
             "gflops": {str(w): float(w) for w in widths}, "accumulators": {"8": 1.0},
             "accumulator_width": max(widths), "stream_gbs": 1.0, "cache_gbs": 10.0, "launch_s": 0.0,
             "local_sizes": []}

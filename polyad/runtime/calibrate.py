@@ -118,9 +118,11 @@ def measure(device, widths):
     """
     import pyopencl as cl
 
+    from .device import is_gpu
+
     t_start = time.perf_counter()
     widths = sorted(set(widths)) or [1]
-    gpu = bool(device.type & cl.device_type.GPU)
+    gpu = is_gpu(device)
     cu = int(device.max_compute_units)
     ctx = cl.Context([device])
     queue = cl.CommandQueue(ctx, device)

@@ -47,6 +47,11 @@ def describe(platform, device):
     )
 
 
+def is_gpu(device):
+    """Whether ``device`` is a GPU: the one device-kind test (the model's ``kind``, the launch plan)."""
+    return bool(int(device.type) & _cl().device_type.GPU)
+
+
 def supports_fp64(device):
     try:
         return bool(device.double_fp_config)

@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import ArityError, BuildError, DeviceError, DeviceLimitError, DtypeError, PolyadError, ShapeError
 from ..te.tensor import array_for
 from .cache import get_program
-from .device import device_state, supports_fp64
+from .device import device_state, is_gpu, supports_fp64
 
 BUILD_OPTIONS = ()
 
@@ -127,8 +127,6 @@ class Module:
 
     def from_device(self, buffers):
         """numpy arrays of the output buffers (the last len(outputs) of ``buffers`` if more are given)."""
-        import pyopencl as cl
-
         outs = self.program.outputs
         res = []
         for t, b in zip(outs, list(buffers)[-len(outs):]):
@@ -248,8 +246,8 @@ def launch_plan(program, device=None):
     """Per kernel ``(KernelLaunch, global size, local size)``: the global size rounded up to whole work-groups.
 
     A kernel whose schedule leaves the work-group size to the implementation gets :func:`cpu_local_size` on
-    a CPU ``device`` (else the driver chooses)."""
-    cpu = device is not None and _is_cpu(device)
+    a device that is not a GPU (the model's kind ``cpu``; a GPU's driver chooses)."""
+    cpu = device is not None and not is_gpu(device)
     plan = []
     for k in program.kernels:
         gsize, lsize = k.global_size, k.local_size
@@ -296,15 +294,6 @@ def cpu_local_size(gsize, groups, max_group, max_items):
 def _divisors(n):
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
-
-
-def _is_cpu(device):
-    import pyopencl as cl
-
-    try:
-        return bool(int(device.type) & cl.device_type.CPU)
-    except (cl.Error, AttributeError, TypeError):
-        return False
 
 
 def trial_launches(plan):
