@@ -295,6 +295,17 @@ def _interleavable(reduces):
     return len(reduces) == 1 and reduces[0].combiner.kind() is not None
 
 
+def _named_stage(outputs, stage, what):
+    """(outputs as a list, the op named ``stage``) for transformation ``what``; ScheduleError listing the
+    stages when there is none of that name."""
+    outs = as_tensor_list(outputs, f"{what} outputs")
+    _, by_name = stage_ops(outs)
+    op = by_name.get(stage)
+    if op is None:
+        raise ScheduleError(f"{what}: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    return outs, op
+
+
 def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
     """The graph of ``outputs`` with the reduction of ``stage`` split by ``factor``.
 
@@ -336,11 +347,7 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
         integer >= 2 or not smaller than the axis's extent, ``axis`` is not one of its reduction axes, or
         ``interleave`` is asked for a tuple or custom reducer.
     """
-    outs = as_tensor_list(outputs, "rfactor outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"rfactor: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "rfactor")
     if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
         raise ScheduleError(f"rfactor: stage {stage!r} needs an integer factor >= 2, got {factor!r}")
     data_axes, reduces, red = _reduction_form(op)
@@ -483,11 +490,7 @@ def pad_axis(outputs, stage, axis, extent):
 
     :raises ScheduleError: naming the stage when it does not exist or cannot be padded so.
     """
-    outs = as_tensor_list(outputs, "pad_axis outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"pad_axis: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "pad_axis")
     need = axis_padding(op, axis, extent)
     if isinstance(need, str):
         raise ScheduleError(f"pad_axis: stage {stage!r} cannot run {axis!r} to {extent}: {need}")
@@ -626,11 +629,7 @@ def pad_reads(outputs, stage):
     from ..poly.convert import ToIsl
     from ..poly.stage import PolyOp, Statement, box_set, dim_names
 
-    outs = as_tensor_list(outputs, "pad_reads outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"pad_reads: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "pad_reads")
     found = paddable(op)
     if found is None:
         raise ScheduleError(
@@ -755,11 +754,7 @@ def fold(outputs, stage):
     from ..poly.convert import ToIsl, rename
     from ..poly.stage import PolyOp, Statement, dim_names, statements_of
 
-    outs = as_tensor_list(outputs, "fold outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"fold: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "fold")
     why = foldable(outs, op)
     if why:
         raise ScheduleError(f"fold: stage {stage!r} cannot take over its producer: {why}")
@@ -869,11 +864,7 @@ def innermost(outputs, stage, dim):
     from ..poly.convert import rename
     from ..poly.stage import PolyOp, Statement, statements_of
 
-    outs = as_tensor_list(outputs, "innermost outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"innermost: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "innermost")
     why = movable(op, dim)
     if why:
         raise ScheduleError(f"innermost: stage {stage!r} {why}")
@@ -993,11 +984,7 @@ def space_to_depth(outputs, stage):
     from ..poly.stage import statements_of
     from ..te.expr import floordiv, floormod
 
-    outs = as_tensor_list(outputs, "space_to_depth outputs")
-    ops, by_name = stage_ops(outs)
-    op = by_name.get(stage)
-    if op is None:
-        raise ScheduleError(f"space_to_depth: there is no stage {stage!r} (stages: {', '.join(sorted(by_name))})")
+    outs, op = _named_stage(outputs, stage, "space_to_depth")
     found = strided_reads(op)
     if not found:
         raise ScheduleError(f"space_to_depth: stage {stage!r} is not a reduction that reads an operand at a "
