@@ -931,9 +931,8 @@ def _padded_rows(op, info, dm, graph):
     if vec is None or e > _const("padded_rows", "max_row"):
         return []
     most = _const("padded_rows", "max_vectors") // (e // vec)
-    c = next((c for c in _const("padded_rows", "channels") if c <= most and len(op.shape) >= 3
-              and op.shape[1] % c == 0), 1)
-    if c > 1:
+    c = next((c for c in _const("padded_rows", "channels") if c <= most and op.shape[1] % c == 0), 1)
+    if c > 1 and len(op.shape) >= 3:
         return [StageSchedule(tile=(1, c) + (1,) * (len(op.shape) - 3) + (e,), vectorize=vec)]
     r = 2 if op.shape[-2] >= 2 and 2 * e // vec <= most else 1
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
@@ -1122,6 +1121,12 @@ def _only_own(rule_name):
         return [c for c in cands if c.schedule in own]
 
     return limit
+
+
+def _deciding(rule_name, propose):
+    """The ``applies``, ``propose`` and ``limit`` of a rule that decides: it proposes its measured blocks, and
+    where it does the model ranks those alone."""
+    return dict(applies=_proposes(propose), propose=propose, limit=_only_own(rule_name))
 
 
 def _tuple_reducer_rows(op, info, dm, graph, cands, ranked):
@@ -1395,8 +1400,8 @@ RULES = (
          "conv2d_5x5_s3 dX with the batch innermost (17x58x58x32, phases 1x3x3x1), PoCL, 2-core Zen 4, min of 5: "
          "8x1x1x16/float8 1.49 ms, 4x1x1x32/8 2.35, 2x1x1x32/8 3.06, 4x1x1x16/8 2.75; the model's favourite "
          "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled",
-         applies=_proposes(_batch_blocks), propose=_batch_blocks, limit=_only_own("batch_blocks"),
-         note=lambda op, info, dm: f"computed with its batch innermost: channels x lanes blocks along the batch"),
+         **_deciding("batch_blocks", _batch_blocks),
+         note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
     Rule("padded_rows", "stage", "a padded box reduction (CPU): a whole row of vectors by the most channels "
          "(dividing them) that share its vector loads, within max_vectors accumulators; else two rows, when the "
          "row splits into vectors of at least 4",
@@ -1406,7 +1411,7 @@ RULES = (
          "1x1x4x32 0.28, 1x1x1x32 0.33 (rows of H are separate loads; channels share them); conv2d_3x3 dX on a "
          "padded H (32x17x28x28, before its batch went innermost): 1x1x2x28/float4 1.75 ms, 1x4x1x28 1.6, 2x1x1x28 "
          "2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0",
-         applies=_proposes(_padded_rows), propose=_padded_rows, limit=_only_own("padded_rows"),
+         **_deciding("padded_rows", _padded_rows),
          note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, channels "
                                    f"sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
@@ -1416,7 +1421,7 @@ RULES = (
          "PoCL, 2-core Zen 4: conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from X through its zero padding): naive "
          "4.4-5.7 ms, 1x1x1x1x1x20/float4 2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8; its dX crop "
          "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36",
-         applies=_proposes(_copy_rows), propose=_copy_rows, limit=_only_own("copy_rows"),
+         **_deciding("copy_rows", _copy_rows),
          note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"),
     # after copy_rows: the last rule whose limit keeps its own blocks decides (the copy back is a plain copy too)
     Rule("batch_back", "stage", "the copy back of a stage computed with its batch innermost (CPU): a run of the "
@@ -1424,18 +1429,18 @@ RULES = (
          {"run": 32},
          "conv2d_5x5_s3's dX copied back from 17x58x58x32, PoCL, 2-core Zen 4, min of 7: 32x1x1x2/float2 0.23 ms, "
          "copy_rows' 1x1x1x58/float2 0.87, 8x1x1x58/2 0.68, 8x1x1x2/2 0.57, 32x1x1x1 0.51, naive 2.2",
-         applies=_proposes(_batch_back), propose=_batch_back, limit=_only_own("batch_back"),
+         **_deciding("batch_back", _batch_back),
          note=lambda op, info, dm: "a copy back from the batch-innermost layout: runs of the batch"),
     Rule("batch_last_copy", "stage", "an operand's copy with the batch last (CPU): a run of its rows by one vector "
          "of the batch",
          {"run": 16, "lanes": 8},
          "lenet_step's padded H moved batch-last (16x16x16x64), PoCL, 2-core Zen 4: 1x1x16x8/float8 0.13 ms, "
          "1x1x16x16/float16 0.17, copy_rows' 1x1x1x64 0.41",
-         applies=_proposes(_batch_last_copy), propose=_batch_last_copy, limit=_only_own("batch_last_copy"),
+         **_deciding("batch_last_copy", _batch_last_copy),
          note=lambda op, info, dm: "a copy with the batch last: runs of its rows by a vector of the batch"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
-         applies=_proposes(_row_partials), propose=_row_partials, limit=_only_own("row_partials"),
+         **_deciding("row_partials", _row_partials),
          note=lambda op, info, dm: f"a row's {op.shape[-1]} partials, contiguous vectors"),
     Rule("lane_partials", "stage",
          "a lane rfactor's partial stage: the lanes as one vector, and the block of outer outputs with the fewest "
@@ -1448,7 +1453,7 @@ RULES = (
          "19x1x1x1 3.94; conv2d_5x5_s3 dW (19x17x5x5x8) 1x1x5x5 3.84, 4x1x1x5 2.52, 3x1x1x5 2.95, 2x1x1x5 3.60, "
          "2x1x2x5 4.13, 2x1x5x5 4.81; conv2d_dilated dW (16x16x3x3x8) 1x1x3x3 0.27, 2x1x3x3 0.18, 8x1x1x3 0.18, "
          "4x1x1x3 0.19, 4x1x3x3 0.23 (36 accumulators spill), 1x2x3x3 0.27, 16x1x1x1 0.35",
-         applies=_proposes(_lane_partials), propose=_lane_partials, limit=_only_own("lane_partials"),
+         **_deciding("lane_partials", _lane_partials),
          note=lambda op, info, dm: "a lane vector per output, a block of outputs sharing its loads in registers"),
     # stage: the grid and the proposals beside it
     Rule("grid", "stage",
