@@ -10,7 +10,7 @@ from .errors import (
 )
 from .te import (
     Tensor, cast, comm_reducer, compute, const, floordiv, floormod, max, min, placeholder, prod,
-    reduce_axis, select, sum,
+    reduce_axis, select, stop_gradient, sum,
 )
 from .te.intrin import (
     abs, ceil, cos, erf, exp, floor, log, log1p, log2, logical_and, logical_not, logical_or, pow,

@@ -33,7 +33,7 @@ from ..te import dtype as dt
 from ..te.expr import (
     Const, IterVar, Reduce, Var, as_expr, cast, comm_reducer, const, reduce_axis, select, sum as te_sum,
 )
-from ..te.tensor import ComputeOp, Tensor, compute
+from ..te.tensor import ComputeOp, Tensor, compute, is_stop_gradient
 from ..te.visit import substitute
 from .rules import TRUE, float_loads, scalar_adjoints, split_guard
 
@@ -136,7 +136,8 @@ def diff_building_block(out, inp, head, optimize=True):
             f"tensor {out.name!r} is defined by a {type(op).__name__}, which has no derivative; "
             "give it a custom gradient with override="
         )
-    if not (dt.is_float(out.dtype) and dt.is_float(inp.dtype)) or not any(t is inp for t in op.input_tensors):
+    if (not (dt.is_float(out.dtype) and dt.is_float(inp.dtype)) or not any(t is inp for t in op.input_tensors)
+            or is_stop_gradient(op)):
         return zeros(shape, inp.dtype, name)
     body = op.body[out.value_index]
     ident = optimize and _is_identity_head(head, out)

@@ -4,7 +4,7 @@ import functools
 
 from ..errors import DtypeError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.tensor import ComputeOp, Tensor, as_tensor_list, placeholders
+from ..te.tensor import ComputeOp, Tensor, as_tensor_list, is_stop_gradient, placeholders
 from .blocks import _safe, add_tensors, check_head, diff_building_block, identity_head, zeros
 
 
@@ -50,6 +50,8 @@ def _simplify(tensors):
 def _edges(t, override):
     if t in override:
         return list(override[t][0])
+    if is_stop_gradient(t.op):  # a constant to reverse mode: nothing behind it is on a path
+        return []
     # any other operation keeps its edges, so its building block can say it has no derivative
     return list(getattr(t.op, "input_tensors", ()))
 

@@ -17,7 +17,7 @@ from ..te.expr import max as _max
 from ..te.expr import min as _min
 from ..te.expr import sum as _sum
 from ..te.intrin import exp, log, logical_and, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
-from ..te.tensor import compute
+from ..te.tensor import compute, stop_gradient
 from ._util import check_tensor, conjunction, is_int, normalize_axes, normalize_axis
 from .transform import batch_flatten, pad
 
@@ -243,7 +243,8 @@ def _replace(idx, axis, v):
 
 
 def _max_and_expsum(x, axis, op):
-    """(m, s): the max of ``x`` along ``axis`` and the sum of ``exp(x - m)`` along it (axis dropped)."""
+    """(m, s): the max of ``x`` along ``axis`` (under :func:`stop_gradient`) and the sum of ``exp(x - m)`` along it
+    (axis dropped)."""
     shape = x.shape[:axis] + x.shape[axis + 1:]
 
     def at(idx, v):
@@ -251,6 +252,9 @@ def _max_and_expsum(x, axis, op):
 
     k = reduce_axis((0, x.shape[axis]), "k")
     m = compute(shape, lambda *i: _max(x[at(i, k)], axis=k), name=f"{op}_max", tag="reduction")
+    # m only keeps exp in range: the functions built on it do not depend on it, so its derivative terms
+    # cancel exactly; a constant to reverse mode, as in JAX's softmax (no argmax routing in the backward)
+    m = stop_gradient(m)
     k2 = reduce_axis((0, x.shape[axis]), "k")
     s = compute(shape, lambda *i: _sum(exp(x[at(i, k2)] - m[i]), axis=k2), name=f"{op}_expsum", tag="reduction")
     return m, s
@@ -269,7 +273,7 @@ def _drop(idx, axis):
 
 
 def softmax(x, axis=-1):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (three stages: max, exp-sum, divide).
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (stages: max, exp-sum, divide; the max under ``stop_gradient``).
 
     :param x: the tensor, of a float dtype.
     :param axis: the axis to normalise along (negative counts from the end).

@@ -334,6 +334,35 @@ def compute(shape, fcompute, name="compute", tag="", attrs=None):
     return outs if multi else outs[0]
 
 
+#: The ``attrs`` key that marks a :func:`stop_gradient` stage: reverse mode does not differentiate through it.
+STOP_GRADIENT = "stop_gradient"
+
+
+def stop_gradient(x, name=None):
+    """``pa.stop_gradient(x)``: ``x``'s values, through which no gradient flows (JAX's ``lax.stop_gradient``,
+    PyTorch's ``detach``).
+
+    An identity stage marked in its ``attrs``: ``pa.differentiate`` treats it as a constant, so nothing behind
+    it gets an adjoint, and its Jacobian is zero.  The scheduler inlines it like any copy.  The op library uses
+    it where a value is subtracted only for numerical range, as softmax's row max: the function does not
+    depend on it, so its derivative terms cancel exactly and computing them is wasted work (and rounding).
+
+    :param x: the tensor.
+    :param name: the stage's name; None for ``<x's name>_stopgrad``.
+    :returns: a new tensor of ``x``'s shape and dtype.
+    :raises PolyadError: when ``x`` is not a tensor.
+    """
+    if not isinstance(x, Tensor):
+        raise PolyadError(f"stop_gradient: expected a tensor, got {x!r}")
+    name = f"{x.name}_stopgrad" if name is None else str(name)
+    return compute(x.shape, lambda *i: x[i], name=name, tag="elementwise", attrs={STOP_GRADIENT: True})
+
+
+def is_stop_gradient(op):
+    """Whether ``op`` is a :func:`stop_gradient` stage."""
+    return isinstance(op, ComputeOp) and bool(op.attrs.get(STOP_GRADIENT))
+
+
 def _check_body(name, axis, body):
     reduces = [isinstance(b, Reduce) for b in body]
     if any(reduces) and not all(reduces):

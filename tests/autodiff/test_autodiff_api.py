@@ -399,3 +399,35 @@ def test_optimize_applies_the_simplifier_poly_installs():
             set_simplifier(42)
     finally:
         set_simplifier(simplify)
+
+
+def test_stop_gradient_is_a_constant_to_reverse_mode():
+    # d/dx [x * sg(x)] = sg(x) = x, not 2x: the second factor is a constant (JAX's lax.stop_gradient)
+    X = pa.placeholder((5,), F, "X")
+    S = pa.stop_gradient(X)
+    Y = pa.compute((5,), lambda i: X[i] * S[i], name="Y")
+    x = np.random.default_rng(0).normal(size=5)
+    H = pa.placeholder((5,), F, "H")
+    h = np.random.default_rng(1).normal(size=5)
+    np.testing.assert_allclose(pa.evaluate(S, {X: x}), x)  # its values pass through
+    (dX,) = pa.differentiate(Y, [X], H)
+    np.testing.assert_allclose(pa.evaluate(dX, {X: x, H: h}), h * x)
+    # an input reached only through it gets zeros; so does the Jacobian of the stage itself
+    Z = pa.compute((5,), lambda i: S[i] * 2.0, name="Z")
+    assert not pa.evaluate(pa.differentiate(Z, [X], H)[0], {X: x, H: h}).any()
+    assert pa.jacobian(S, X).shape == (5, 5) and not pa.evaluate(pa.jacobian(S, X), {X: x}).any()
+    with pytest.raises(pa.PolyadError, match="stop_gradient: expected a tensor"):
+        pa.stop_gradient(3.0)
+
+
+def test_softmax_and_cross_entropy_gradients_route_nothing_through_the_row_max():
+    # the max only keeps exp in range: its derivative terms cancel, so the backward has no argmax
+    # routing and no d_*_max stage (the gradients' values are checked in test_autodiff_ops)
+    X = pa.placeholder((3, 4), F, "X")
+    H = pa.placeholder((3, 4), F, "H")
+    labels = pa.placeholder((3,), "int32", "labels")
+    graphs = [pa.differentiate(pa.nn.softmax(X), [X], H), pa.differentiate(pa.nn.log_softmax(X), [X], H),
+              pa.differentiate(pa.nn.cross_entropy(X, labels), [X])]
+    for grads in graphs:
+        names = {op.name for op in pa.te.walk_ops(list(grads))}
+        assert not {n for n in names if "argmax" in n or n.startswith("d_") and n.endswith("_max")}, names

@@ -91,7 +91,7 @@ def test_the_tuned_schedule_tunes_the_vjp_backward_and_applies_its_log(tmp_path,
     Y = case.forward_te(ph)
     H = pa.placeholder(Y.shape, dtype=Y.dtype, name="dY")
     grads = list(pa.differentiate(Y, [ph[n] for n in case.wrt], H))
-    order = [Y] + [r for r in pa.residuals(grads, [H]) if r is not Y]
+    order = [Y] + [r for r in pa.residuals(grads, [H], save="reductions") if r is not Y]
     got = resolve_schedule(grads, pa.tuned(tmp_path / "tuning" / "softmax.jsonl"), inputs=placeholders([Y]) + [H] + order)
     assert got.name == "tuned" and "tuning log" in got.notes[0]
     with pytest.raises(ValueError, match="--tune-budget"):

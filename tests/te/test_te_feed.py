@@ -48,8 +48,9 @@ def _mlp_grad(batch=3, sizes=(5, 6, 4)):
 def test_residuals_of_softmax_are_the_row_statistics_and_logits():
     (X, W, H), Y, grads = _softmax_grad()
     res = pa.residuals(grads, [H])
-    # the gradient reads the logits and the per-row max/sum (and the max's argmax), not X·Wᵀ again
-    assert _names(res) == ["dense", "softmax_max", "softmax_expsum", "softmax_max_argmax.v0"]
+    # the gradient reads the logits and the per-row max/sum, not X·Wᵀ again; the max is under stop_gradient,
+    # so no argmax routes a (cancelling) gradient to it
+    assert _names(res) == ["dense", "softmax_max_stopgrad", "softmax_expsum"]
     assert all(not isinstance(t.op, PlaceholderOp) for t in res)
     assert pa.residuals(grads, H) == res  # one tensor or a list; deterministic
 
@@ -96,7 +97,7 @@ def test_cut_replaces_reads_by_placeholders_and_drops_what_only_they_need():
         assert isinstance(p.op, PlaceholderOp) and (p.name, p.shape, p.dtype) == (t.name, t.shape, t.dtype)
     ops = walk_ops(outs)
     stage_names = {op.name for op in ops if not isinstance(op, PlaceholderOp)}
-    assert not stage_names & {"dense", "softmax_max", "softmax_expsum", "softmax_max_argmax"}
+    assert not stage_names & {"dense", "softmax_max", "softmax_max_stopgrad", "softmax_expsum"}
     assert {op.name for op in walk_ops(grads)} > stage_names  # the original graph is untouched
     assert all(t.op in ops for t in phs[3:])  # every residual is read
     assert _names(outs) == _names(grads)
@@ -108,7 +109,7 @@ def test_cut_replaces_reads_by_placeholders_and_drops_what_only_they_need():
 def test_cut_errors_name_the_tensor():
     (X, W, H), Y, grads = _softmax_grad()
     res = pa.residuals(grads, [H])
-    with pytest.raises(pa.FeedError, match="'softmax_max' is given twice"):
+    with pytest.raises(pa.FeedError, match="'softmax_max_stopgrad' is given twice"):
         cut(grads, [X, W, H, res[1], res[1]])
     with pytest.raises(pa.FeedError, match="'X' is given twice"):
         cut(grads, [X, W, X, H])
@@ -183,9 +184,9 @@ def test_evaluate_checks_fed_computed_tensors():
     (X, W, H), Y, grads = _softmax_grad()
     feed = {X: rand(X), W: rand(W), H: rand(H)}
     mx = pa.residuals(grads, [H])[1]
-    with pytest.raises(pa.EvaluationError, match="'softmax_max' has shape"):
+    with pytest.raises(pa.EvaluationError, match="'softmax_max_stopgrad' has shape"):
         pa.evaluate(grads, {**feed, mx: np.zeros((3,), "float32")})
-    with pytest.raises(pa.EvaluationError, match="'softmax_max' has dtype float32"):
+    with pytest.raises(pa.EvaluationError, match="'softmax_max_stopgrad' has dtype float32"):
         pa.evaluate(grads, {**feed, mx: np.zeros(mx.shape, "float64")})
     with pytest.raises(pa.EvaluationError, match="'softmax' is both an output and fed"):
         pa.evaluate(Y, {X: feed[X], W: feed[W], Y: np.zeros(Y.shape, "float32")})
