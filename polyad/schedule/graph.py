@@ -495,24 +495,84 @@ def pad_axis(outputs, stage, axis, extent):
     if isinstance(need, str):
         raise ScheduleError(f"pad_axis: stage {stage!r} cannot run {axis!r} to {extent}: {need}")
     taken = {o.name for o in walk_ops(outs)}
-    longer = {}  # id(old operand) -> its padded tensor
+    longer = {}  # id(old operand) -> (its padded tensor, the offset of the operand inside it)
     for T, d, hi in need.values():
+        shared = _covering_pad(outs, T, d, hi)
+        if shared is not None:
+            longer[id(T)] = shared
+            continue
         made = _zero_extended(T, d, hi, stage, taken)
         taken.add(made.name)
-        longer[id(T)] = made.output(0)
+        longer[id(T)] = (made.output(0), (0,) * len(T.shape))
     b = op.body[0]
     r = next(a for a in b.axis if a.name == axis)
     r2 = IterVar(r.name, r.dtype, lo=0, extent=extent, kind="reduce")
 
     def fn(node, rebuilt):
         if isinstance(node, Load) and id(node.tensor) in longer:
-            return Load(longer[id(node.tensor)], rebuilt.indices)
+            P, off = longer[id(node.tensor)]
+            return Load(P, tuple(ix + o if o else ix for ix, o in zip(rebuilt.indices, off)))
         return None
 
     src = tuple(substitute(e, {r: r2}) for e in transform(b.source, fn))
     red = tuple(r2 if a is r else a for a in b.axis)
     new = ComputeOp(op.name, op.axis, (Reduce(b.combiner, src, red, b.condition, 0),), op.tag, dict(op.attrs))
     return _replace_stage(outs, op, new)
+
+
+def zero_padded_offsets(P, T):
+    """The offsets of ``T`` inside ``P`` when ``P`` is a zero-padded copy of the whole of ``T``:
+    ``P[j] = T[j - off]`` where ``off <= j < off + shape(T)``, 0 elsewhere in ``P``'s box; else None.
+
+    So ``T[i] == P[i + off]``, and ``P`` reads zero past ``T``'s end up to its own (``pa.nn``'s padding,
+    :func:`pad_reads`' copies and :func:`pad_axis`' copies are such).
+    """
+    from ..poly.convert import NotAffine, ToIsl, pieces
+    from ..poly.stage import box_set
+
+    boxed = _box_copy(P.op)
+    if boxed is None or P.value_index != 0:
+        return None
+    read, bb = boxed
+    load = read.values[0]
+    if load.tensor is not T or len(P.shape) != len(T.shape):
+        return None
+    conv = ToIsl(read.vars)
+    off = []
+    for k, ix in enumerate(load.indices):
+        try:
+            ps = pieces(conv.aff(ix))
+        except NotAffine:
+            return None
+        if len(ps) != 1:
+            return None
+        a = ps[0][1]
+        coeffs = [int(str(a.get_coefficient_val(isl.dim_type.in_, i))) for i in range(len(read.vars))]
+        if coeffs != [int(i == k) for i in range(len(read.vars))] or str(a.get_denominator_val()) != "1":
+            return None
+        off.append(-int(str(a.get_constant_val())))
+    if [tuple(b) for b in bb] != [(o, o + n - 1) for o, n in zip(off, T.shape)]:
+        return None
+    covered = read.domain.reset_tuple_id()
+    for st in P.op.statements:
+        if st is not read:
+            covered = covered.union(st.domain.reset_tuple_id())
+    full = box_set("", tuple(IterVar(f"j{k}", "int32", lo=0, extent=e) for k, e in enumerate(P.shape)))
+    return tuple(off) if covered.is_equal(full.reset_tuple_id()) else None
+
+
+def _covering_pad(outputs, T, d, extent):
+    """(a zero-padded copy of ``T`` in the graph, ``T``'s offsets in it) whose zeros run past ``T`` along ``d``
+    to at least ``extent``: ``T`` run to ``extent`` on zeros reads it at the offsets, with no copy of its own
+    (conv2d_dilated: the weight gradient's partials read the data gradient's padded H); else None."""
+    for op in walk_ops(outputs):
+        if op.num_outputs != 1:
+            continue
+        P = op.output(0)
+        off = zero_padded_offsets(P, T)
+        if off is not None and off[d] + extent <= P.shape[d]:
+            return P, off
+    return None
 
 
 def _zero_extended(T, d, extent, stage, taken):

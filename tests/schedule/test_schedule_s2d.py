@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import polyad as pa
@@ -287,3 +287,58 @@ def test_built_padded_lanes_equal_evaluate():
     got = pa.build(grads, list(feeds), schedule=s)(*feeds.values())
     for t, a, b in zip(grads, got, pa.evaluate(grads, feeds)):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=t.name)
+
+
+def test_padded_lanes_read_the_data_gradients_padded_head_where_it_covers_them():
+    """conv2d_dilated: pad_reads gives dX a zero-padded H, H at offset 3 in 36x36 ({ [b, f, y, x] : 3 <= y <= 32
+    and 3 <= x <= 32 } read, zeros elsewhere).  dW's lanes need H run to 32 columns on zeros, which that copy
+    covers (3 + 32 <= 36): the partials read it at +3 and no second copy of H is made (one kernel less)."""
+    import islpy as isl
+    from polyad.schedule.graph import zero_padded_offsets
+
+    grads, feeds = _conv_grads(32, 1, 1, 2, k=3, c_in=2, c_out=3)
+    dX, dW = (t.name for t in grads)
+    g, _ = prepare(grads, Schedule("shared", fold={dX}, pad={dX}, rfactor={dW: RFactor(8, "x", True, pad=True)}))
+    ops = stage_ops(g)[1]
+    H = next(t for t in feeds if t.name == "H")
+    (Hp,) = [op for op in ops.values() if H in op.input_tensors and op.attrs.get("pad_of")]
+    assert Hp.shape == (2, 3, 36, 36) and zero_padded_offsets(Hp.output(0), H) == (0, 0, 3, 3)
+    assert Hp.statements[0].domain.reset_tuple_id().is_equal(isl.Set(
+        "{ [b, f, y, x] : 0 <= b <= 1 and 0 <= f <= 2 and 3 <= y <= 32 and 3 <= x <= 32 }"))
+    part = ops[f"{dW}_rf"]
+    reads = {n.tensor.name for n in post_order(part.body) if isinstance(n, Load)}
+    assert Hp.name in reads and "H" not in reads  # H only through the shared copy
+    for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    # without dX's padded copy there is none to share: dW's lanes get a copy of their own
+    g2, _ = prepare(grads, Schedule("alone", rfactor={dW: RFactor(8, "x", True, pad=True)}))
+    (own,) = [op for op in stage_ops(g2)[0] if H in op.input_tensors and op.attrs.get("pad_of") == dW]
+    assert own.shape == (2, 3, 30, 32) and zero_padded_offsets(own.output(0), H) == (0, 0, 0, 0)
+    assert zero_padded_offsets(own.output(0), next(t for t in feeds if t.name == "X")) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.integers(7, 21), dil=st.tuples(st.integers(1, 3), st.integers(1, 3)), k=st.integers(2, 4),
+       factor=st.sampled_from([4, 8]), stride=st.sampled_from([(1, 1), (1, 1), (1, 1), (2, 1)]), data=st.data())
+def test_padded_lanes_after_pad_reads_equal_evaluate_on_random_convolutions(size, dil, k, factor, stride, data):
+    """dX's pad_reads first, then dW's padded lanes, which read dX's zero-padded H where it covers them (at
+    its offsets) and make their own copy where it does not: the same gradients as pa.evaluate."""
+    from polyad.schedule.graph import _reduction_form, axis_padding, fold, foldable, pad_reads, paddable, rfactor
+
+    pad = data.draw(st.integers(0, k - 1))
+    assume(all(size + 2 * pad - d * (k - 1) - 1 >= 0 for d in dil))
+    grads, feeds = _conv_grads(size, stride, pad, dil, k=k)
+    dX, dW = (t.name for t in grads)
+    g = grads
+    if foldable(g, stage_ops(g)[1][dX]) is None:
+        g = fold(g, dX)
+    if paddable(stage_ops(g)[1][dX]) is not None:
+        g = pad_reads(g, dX)
+    x = {a.name: a for a in _reduction_form(stage_ops(g)[1][dW])[2]}.get("x")
+    if x is None or x.extent <= factor or x.extent % factor == 0:
+        return  # nothing ragged to pad
+    if isinstance(axis_padding(stage_ops(g)[1][dW], "x", -(-x.extent // factor) * factor), str):
+        return  # strided reads: space_to_depth comes first (test_padded_lanes_equal_evaluate_on_random_convolutions)
+    g = rfactor(g, dW, factor, "x", True, pad=True)
+    for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
