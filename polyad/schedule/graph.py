@@ -859,8 +859,14 @@ def _permuted_domain(st, perm):
 
 
 def _moved_last(T, e, stage, taken):
-    """A copy of ``T`` with dimension ``e`` last, ``{ T[.., i_e, ..] -> T_t[.., i_e] }`` (its own kernel)."""
-    from ..poly.stage import PolyOp, Statement, box_set
+    """A copy of ``T`` with dimension ``e`` last, ``{ T[.., i_e, ..] -> T_t[.., i_e] }`` (its own kernel).
+
+    When ``T`` is itself a zero-padded copy of a box (``H_pad[j] = H[j - off]`` inside, 0 outside), the
+    moved copy reads ``H`` over the same box, moved, and is zero elsewhere: no copy of a copy, and
+    ``T``'s kernel goes when nothing else reads it (conv2d_3x3's and lenet_step's batch-innermost data
+    gradients read a padded H).
+    """
+    from ..poly.stage import PolyOp, Statement, box_set, dim_names
 
     rank = len(T.shape)
     perm = [k for k in range(rank) if k != e] + [e]
@@ -868,8 +874,21 @@ def _moved_last(T, e, stage, taken):
     src = [None] * rank
     for k, p in enumerate(perm):
         src[p] = vs[k]
-    st = Statement("S0", vs, rank, box_set("S0", vs), (Load(T, tuple(src)),))
-    return PolyOp(fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), (st,),
+    full = box_set("S0", vs)
+    boxed = _box_copy(T.op)
+    if boxed is None:
+        stmts = (Statement("S0", vs, rank, full, (Load(T, tuple(src)),)),)
+    else:
+        read, bb = boxed
+        value = substitute(read.values[0], dict(zip(read.out_vars, src)))
+        names = dim_names(vs)
+        region = isl.Set("{ S0[" + ", ".join(names) + "] : " + " and ".join(
+            f"{bb[p][0]} <= {names[k]} <= {bb[p][1]}" for k, p in enumerate(perm)) + " }", context=full.get_ctx())
+        zeros = full.subtract(region).set_tuple_name("S1").coalesce()
+        stmts = (Statement("S0", vs, rank, full.intersect(region), (value,)),)
+        if not zeros.is_empty():
+            stmts += (Statement("S1", vs, rank, zeros, (_zero(T.dtype),)),)
+    return PolyOp(fresh_name(f"{T.name}_t", taken), tuple(T.shape[p] for p in perm), (T.dtype,), stmts,
                   {"moved_last_for": stage})
 
 

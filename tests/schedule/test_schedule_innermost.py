@@ -145,3 +145,48 @@ def test_built_batch_innermost_equals_evaluate():
     got = pa.build(grads, list(feeds), schedule=s)(*feeds.values())
     for t, a, b in zip(grads, got, pa.evaluate(grads, feeds)):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, float(np.abs(b).max())), err_msg=t.name)
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=random_convs())
+def test_innermost_after_pad_reads_copies_the_pads_source_and_equals_evaluate(case):
+    """A padded data gradient (pad_reads) moved batch-innermost: the operand with the batch last is a copy of
+    H itself over the padded box, moved, zero elsewhere; never a copy of H's padded copy."""
+    from polyad.schedule.graph import foldable, pad_reads, paddable
+
+    size, strides, pad, dil, k = case
+    grads, feeds = conv_grads(size, strides, pad, dil, k=k)
+    n = grads[0].name
+    g = fold(grads, n) if foldable(grads, stage_ops(grads)[1][n]) is None else grads
+    if paddable(stage_ops(g)[1][n]) is not None:
+        g = pad_reads(g, n)
+    new = innermost(g, n, 0)
+    for a, b in zip(pa.evaluate(new, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    copies = [op for op in stage_ops(new)[0] if op.attrs.get("moved_last_for") == n]
+    assert copies and all(t.name in ("H", "W") for op in copies for t in op.input_tensors), [
+        (op.name, [t.name for t in op.input_tensors]) for op in copies]
+
+
+def test_the_batch_last_copy_of_a_padded_head_in_isl():
+    """conv2d_3x3 (pad 0): dX reads H zero-padded by 2, { H_pad[n, f, y, x] -> H[n, f, y - 2, x - 2] } over
+    2 <= y, x <= 7; with the batch innermost the copy is { H_pad_t[f, y, x, n] -> H[n, f, y - 2, x - 2] } over
+    the same box, moved, and zero elsewhere."""
+    grads, feeds = conv_grads(8, 1, 0, 1, k=3, batch=4)
+    n = grads[0].name
+    new = innermost(pad_reads_of(grads, n), n, 0)
+    (copy,) = [op for op in stage_ops(new)[0] if op.attrs.get("moved_last_for") == n]
+    read, zero = copy.statements
+    assert copy.shape == (3, 10, 10, 4) and [t.name for t in copy.input_tensors] == ["H"]
+    assert read.domain.is_equal(isl.Set(
+        "{ S0[f, y, x, b] : 0 <= f <= 2 and 2 <= y <= 7 and 2 <= x <= 7 and 0 <= b <= 3 }"))
+    assert str(read.values[0]) == "H[j3, j0, j1 - 2, j2 - 2]" and zero.values[0].value == 0
+    assert not [op for op in stage_ops(new)[0] if op.attrs.get("pad_of") == n]  # H's padded copy: read by nothing
+    for a, b in zip(pa.evaluate(new, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def pad_reads_of(grads, n):
+    from polyad.schedule.graph import pad_reads
+
+    return pad_reads(grads, n)
