@@ -178,3 +178,39 @@ def test_auto_blocks_conv_weight_partials_and_padded_data_gradients_at_the_bench
     assert dil["d_X_from_conv2d_pad"] == StageSchedule(tile=(1, 4, 1, 32), vectorize=8)
     tile = dil["d_W_from_conv2d_rf"].tile
     assert tile[0] >= 2 and math.prod(tile[:-1]) <= 24, tile
+
+
+def test_cpu_operand_groups_put_the_blocks_sharing_a_strip_of_the_dominant_operand_in_one_group():
+    """dense's dX at softmax's shapes, dX[i, k] = sum_j H[i, j] * W[j, k]: W (4 MB against H's 240 KB) is read
+    without i, so the 10 row blocks of a 32-column strip go in one work-group, (1, 10) in OpenCL order, and the
+    32 strips are the groups.  dW (X and H alike in size) and GPUs (their own work-group rule) get none."""
+    from polyad.schedule.space import _operand_group
+
+    H = pa.placeholder((60, 1000), name="H")
+    W = pa.placeholder((1000, 1000), name="W")
+    X = pa.placeholder((60, 1000), name="X")
+    j, i = pa.reduce_axis((0, 1000), "j"), pa.reduce_axis((0, 60), "i")
+    dX = pa.compute((60, 1000), lambda a, k: pa.sum(H[a, j] * W[j, k], axis=j), name="dX")
+    dW = pa.compute((1000, 1000), lambda r, k: pa.sum(H[i, r] * X[i, k], axis=i), name="dW")
+    assert _operand_group(dX.op, StageSchedule(tile=(6, 32), vectorize=8), ZEN4) == (1, 10)
+    assert _operand_group(dX.op, StageSchedule(tile=(6, 128), vectorize=8), ZEN4) is None  # 8 strips: too few
+    assert _operand_group(dW.op, StageSchedule(tile=(8, 16), vectorize=8), ZEN4) is None
+    s = auto_schedule([dX, dW], device=ZEN4)
+    assert s.stages["dX"].local_size == _operand_group(dX.op, s.stages["dX"], ZEN4) is not None
+    assert s.stages["dW"].local_size is None
+    assert all(ss.local_size is None or len(ss.local_size) == 1 for ss in auto_schedule([dX], device=GPU).stages.values())
+
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+def test_built_operand_groups_equal_evaluate():
+    """A group that does not divide the blocks (7 row blocks of 3 rows in groups of 4) runs the NDRange
+    rounded up to 8: the extra work-items do nothing."""
+    H = pa.placeholder((20, 64), name="H")
+    W = pa.placeholder((64, 256), name="W")
+    j = pa.reduce_axis((0, 64), "j")
+    dX = pa.compute((20, 256), lambda a, k: pa.sum(H[a, j] * W[j, k], axis=j), name="dX")
+    rng = np.random.default_rng(0)
+    h, w = rng.standard_normal((20, 64)).astype("float32"), rng.standard_normal((64, 256)).astype("float32")
+    s = Schedule("groups", stages={"dX": StageSchedule(tile=(3, 8), vectorize=8, local_size=(1, 4))})
+    np.testing.assert_allclose(pa.build(dX, [H, W], schedule=s)(h, w), h @ w, rtol=1e-4, atol=1e-4)
