@@ -135,8 +135,7 @@ def _shape_key(ss):
     if not ss.tile or len(ss.tile) < 2:
         return (1, 0) + _size_key(ss)
     k = RULE["register_blocks"].constants
-    cols = ss.tile[-1] // ss.vectorize
-    return (abs(cols - k["vector_columns"]), -min(ss.tile[-2], k["rows"])) + _size_key(ss)
+    return (abs(ss.tile[-1] - k["row_floats"]), -min(ss.tile[-2], k["rows"])) + _size_key(ss)
 
 
 def _size_key(ss):
