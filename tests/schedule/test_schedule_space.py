@@ -214,3 +214,18 @@ def test_built_operand_groups_equal_evaluate():
     h, w = rng.standard_normal((20, 64)).astype("float32"), rng.standard_normal((64, 256)).astype("float32")
     s = Schedule("groups", stages={"dX": StageSchedule(tile=(3, 8), vectorize=8, local_size=(1, 4))})
     np.testing.assert_allclose(pa.build(dX, [H, W], schedule=s)(h, w), h @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_register_blocks_prefer_rows_32_floats_wide_among_near_best_blocks():
+    """The model ties dense dW's 8x16/float8 and 4x32/float8 (8 lanes): the 32-float rows win (0.60 against
+    0.67 ms measured); on 16 lanes that is 2 vectors (8x32/float16), as before."""
+    from polyad.schedule.auto import _shape_key
+
+    assert _shape_key(StageSchedule(tile=(4, 32), vectorize=8)) < _shape_key(StageSchedule(tile=(8, 16), vectorize=8))
+    assert _shape_key(StageSchedule(tile=(8, 32), vectorize=16)) < _shape_key(StageSchedule(tile=(8, 16), vectorize=16))
+    assert _shape_key(StageSchedule(tile=(8, 32), vectorize=8)) < _shape_key(StageSchedule(tile=(4, 32), vectorize=8))
+    H = pa.placeholder((60, 1000), name="H")
+    X = pa.placeholder((60, 1000), name="X")
+    i = pa.reduce_axis((0, 60), "i")
+    dW = pa.compute((1000, 1000), lambda r, k: pa.sum(H[i, r] * X[i, k], axis=i), name="dW")
+    assert auto_schedule([dW], device=ZEN4).stages["dW"].tile[-1] == 32
