@@ -102,7 +102,9 @@ def _backend_warning(o):
 
 def _explanation():
     return ("Ratios are polyad's time over the other's (above 1: polyad is slower). Every backward is timed alone, "
-            "after its forward, as numpy and torch reuse their saved activations. "
+            "after its forward, as numpy and torch reuse their saved activations; with torch, the two polyad backwards and "
+            "torch's are timed side by side in alternating rounds (median of the rounds' medians), so that each "
+            "ratio to torch divides times taken on the same machine state. "
             "(vjp): `fwd, bwd = pa.vjp(Y, inputs)`; the forward ran once, outside the timing, and left its residuals "
             "(`pa.residuals(grads, [H], save=\"reductions\")`) on the device; `bwd.time` times the backward alone on "
             "them. The hand-written TE gradient is split and fed the same way (`vjp_from_gradients`). (recompute): "

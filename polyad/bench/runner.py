@@ -21,6 +21,9 @@ What is timed (``--backward vjp recompute``, both by default):
   does) and keeps nothing between calls.
 * numpy and torch backward: the backward pass alone, with the forward
   activations saved beforehand (torch: ``autograd.grad(y, inputs, H)``).
+  With torch, both polyad backwards and torch's are timed side by side in
+  alternating rounds (:func:`paired`): the torch ratios divide times taken on
+  the same machine state.
 * training steps (mlp_step, lenet_step): forward, backward and an SGD update
   of every parameter, on the device, the parameters carried from step to step:
   with pa.vjp (step ms (vjp)), with the plain forward and the recomputing
@@ -106,6 +109,16 @@ WARMUP_S = 0.25
 WARMUP_CALLS = 100
 
 
+def _warm_up(run_n):
+    """Runs ``run_n(1)`` until they add up to :data:`WARMUP_S` seconds; returns the last run's seconds."""
+    probe = _as_times(run_n(1))
+    warm, calls = sum(probe), 1
+    while warm < WARMUP_S and calls < WARMUP_CALLS:
+        probe = _as_times(run_n(1))
+        warm, calls = warm + sum(probe), calls + 1
+    return max(statistics.median(probe), 1e-9)
+
+
 def measure(run_n, repeat=5, budget_s=30.0):
     """Median milliseconds of ``run_n(n)`` (-> n per-run seconds), after warm-up runs adding up to
     :data:`WARMUP_S` seconds.
@@ -113,12 +126,7 @@ def measure(run_n, repeat=5, budget_s=30.0):
     If ``repeat`` runs would exceed ``budget_s`` (judged by the warm-up), fewer
     are taken and the cell says so.
     """
-    probe = _as_times(run_n(1))
-    warm, calls = sum(probe), 1
-    while warm < WARMUP_S and calls < WARMUP_CALLS:
-        probe = _as_times(run_n(1))
-        warm, calls = warm + sum(probe), calls + 1
-    per_run = max(statistics.median(probe), 1e-9)
+    per_run = _warm_up(run_n)
     n = repeat
     note = ""
     if per_run * repeat > budget_s:
@@ -126,6 +134,34 @@ def measure(run_n, repeat=5, budget_s=30.0):
         note = f"{n} run{'s' if n > 1 else ''} (time budget {budget_s:g} s)"
     times = _as_times(run_n(n))
     return Cell(1e3 * statistics.median(times), note=note)
+
+
+#: Alternating rounds in which the backwards and torch's are timed side by side (:func:`paired`): the torch
+#: ratios divide medians taken on the same machine state.  This 2-core VM's speed drifts by up to 1.7x from
+#: minute to minute (lenet_step's backward read 1.28 and 1.96 ms in two runs ten minutes apart), and the
+#: columns timed one after the other, seconds apart, drifted apart with it.
+PAIRED_ROUNDS = 7
+
+
+def paired(run_ns, repeat=5, budget_s=30.0, rounds=PAIRED_ROUNDS):
+    """Median milliseconds of each ``run_n`` of ``run_ns``, timed side by side: after each one's warm-up,
+    ``rounds`` rounds, each running every one of them ``repeat`` times in turn; a cell is the median of its
+    rounds' medians.  Fewer rounds (at least one) where they would exceed ``budget_s``, and the cells say so.
+    """
+    per_run = [_warm_up(r) for r in run_ns]
+    n = repeat
+    k = rounds
+    if sum(per_run) * n * rounds > budget_s:
+        k = max(1, int(budget_s // (sum(per_run) * n)))
+        if k == 1:
+            n = max(1, int(budget_s // sum(per_run)))
+    meds = [[] for _ in run_ns]
+    for _ in range(k):
+        for m, r in zip(meds, run_ns):
+            m.append(statistics.median(_as_times(r(n))))
+    note = f"side by side with torch, {k} round{'s' if k > 1 else ''} of {n}" + (
+        f" (time budget {budget_s:g} s)" if k < rounds else "")
+    return [Cell(1e3 * statistics.median(m), note=note) for m in meds]
 
 
 def _as_times(t):
@@ -341,8 +377,11 @@ class PolyadColumns:
     def results(self):
         return _as_list(self.module(*self.args), len(self.outputs))
 
+    def run_n(self, n):
+        return self.module.time(*self.args, repeat=n)
+
     def time(self, repeat, budget):
-        return measure(lambda n: self.module.time(*self.args, repeat=n), repeat, budget)
+        return measure(self.run_n, repeat, budget)
 
 
 class VJPColumns:
@@ -372,8 +411,11 @@ class VJPColumns:
     def results(self):
         return _as_list(self.bwd(self.res, *self.heads), len(self.bwd.grads))
 
+    def run_n(self, n):
+        return self.bwd.time(self.res, *self.heads, repeat=n)
+
     def time(self, repeat, budget):
-        return measure(lambda n: self.bwd.time(self.res, *self.heads, repeat=n), repeat, budget)
+        return measure(self.run_n, repeat, budget)
 
 
 def _upload(module, a):
@@ -454,8 +496,8 @@ def recompute_passes(forward, backward):
     return passes
 
 
-def torch_column(case, arrays, ref, repeat, budget):
-    """(bwd ms, max rel error) of torch autograd: grad of the same forward with the same head."""
+def torch_backward(case, arrays):
+    """torch autograd's backward of the workload, its forward run once: a function returning the gradients."""
     import torch
 
     t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
@@ -468,6 +510,12 @@ def torch_column(case, arrays, ref, repeat, budget):
     def backward():
         return torch.autograd.grad(y, wrt, h, retain_graph=True)
 
+    return backward
+
+
+def torch_column(case, arrays, ref, repeat, budget):
+    """(bwd ms, max rel error) of torch autograd: grad of the same forward with the same head."""
+    backward = torch_backward(case, arrays)
     err = Cell(rel_error([g.numpy() for g in backward()], ref))
     return measure(wall_clock(backward), repeat, budget), err
 
@@ -536,6 +584,10 @@ def run_workload(name, case, opts, api, log):
         shared["torch_ms"] = shared["torch_err"] = Cell.missing("disabled (--no-torch)")
     else:
         shared["torch_ms"], shared["torch_err"] = _pair(go(torch_column, case, arrays, ref, rep, budget))
+    torch_run = None
+    if opts.torch and shared["torch_ms"].ok:
+        got = attempt(torch_backward, case, arrays)
+        torch_run = None if isinstance(got, Cell) else wall_clock(got)
     if not getattr(case, "training", False):
         shared["torch_step_ms"] = Cell.missing(NOT_A_STEP)
     else:
@@ -572,7 +624,7 @@ def run_workload(name, case, opts, api, log):
         if sched == "tuned":
             spec, tuning = tuned_spec(name, case, opts, log)
             row.update(tuning)
-        row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards))
+        row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards, torch_run))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
@@ -631,10 +683,15 @@ def schedule_spec(name):
     return name
 
 
-def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, backwards=BACKWARDS):
+def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, backwards=BACKWARDS,
+                torch_run=None):
     """The polyad cells of one schedule: the forward, pa.vjp's backward, the recomputing backward, the
-    hand-written gradient (through the same vjp split), and for a training step both steps."""
+    hand-written gradient (through the same vjp split), and for a training step both steps.
+
+    ``torch_run`` (a ``run_n`` of torch's backward, or None): the two backwards and torch's are then timed
+    side by side (:func:`paired`), and the row's ``torch_ms`` is that measurement's."""
     row = {}
+    side_by_side = []  # (row key, run_n) of the backwards timed with torch's
 
     def failed(*cells):
         return next((c for c in cells if isinstance(c, Cell)), None)
@@ -642,13 +699,19 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
     def not_measured():
         return Cell.missing(f"not measured (--backward {' '.join(backwards)})")
 
-    def measured(cols, err_key):
-        """build / error / time cells of a VJPColumns or PolyadColumns (or its failure)."""
+    def measured(cols, err_key, key=None):
+        """build / error / time cells of a VJPColumns or PolyadColumns (or its failure); with ``key`` and
+        torch's backward, the time comes later, side by side with torch's."""
         if isinstance(cols, Cell):
             cells = dict.fromkeys(("build_cold_s", "build_warm_s", "err", "ms"), cols)
         else:
             cells = {"build_cold_s": Cell(cols.build_cold), "build_warm_s": go(cols.build_warm),
-                     "err": attempt(lambda: Cell(rel_error(cols.results(), ref))), "ms": go(cols.time, rep, budget)}
+                     "err": attempt(lambda: Cell(rel_error(cols.results(), ref)))}
+            if key is not None and torch_run is not None:
+                cells["ms"] = Cell.missing("not timed")  # replaced by the side-by-side rounds
+                side_by_side.append((key, cols.run_n))
+            else:
+                cells["ms"] = go(cols.time, rep, budget)
         row[err_key] = cells["err"]
         return cells
 
@@ -659,7 +722,7 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
     if "vjp" in backwards:
         v = failed(graphs["fwd"], graphs["grad"]) or go(VJPColumns, lambda: api.vjp(
             graphs["fwd"][0], graphs["ins"], graphs["wrt"], schedule=sched, save="reductions"), arrays)
-        cells = measured(v, "err")
+        cells = measured(v, "err", "bwd_ms")
         row["bwd_ms"] = cells["ms"]
         row["build_cold_s"], row["build_warm_s"] = cells["build_cold_s"], cells["build_warm_s"]
         row["residuals"] = v.saved_names() if isinstance(v, VJPColumns) else f"n/a: {v.na}"
@@ -673,10 +736,15 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
     if "recompute" in backwards:
         r = failed(graphs["fwd"], graphs["grad"]) or go(
             PolyadColumns, api, graphs["grad"], graphs["ins"] + [graphs["H"]], arrays, sched)
-        row["bwd_recompute_ms"] = measured(r, "recompute_err")["ms"]
+        row["bwd_recompute_ms"] = measured(r, "recompute_err", "bwd_recompute_ms")["ms"]
     else:
         r = None
         row["bwd_recompute_ms"] = row["recompute_err"] = not_measured()
+    if side_by_side:
+        keys = [k for k, _ in side_by_side] + ["torch_ms"]
+        cells = go(paired, [run for _, run in side_by_side] + [torch_run], rep, budget)
+        for k, c in zip(keys, cells if isinstance(cells, list) else [cells] * len(keys)):
+            row[k] = c
 
     # the hand-written gradient, split and fed as pa.vjp splits and feeds the autodiff one
     def hand_vjp():

@@ -60,6 +60,8 @@ def test_row_with_a_working_backend(name):
         assert (row["residuals"], row["hand_residuals"]) == RESIDUALS[name]
         assert row["err"].value < 1e-5 and row["recompute_err"].value < 1e-5
         assert row["recompute_vs_torch"].value == pytest.approx(row["bwd_recompute_ms"].value / row["torch_ms"].value)
+        # the backwards and torch's are timed side by side, each row with its own torch measurement
+        assert all("side by side with torch" in row[k].note for k in ("bwd_ms", "bwd_recompute_ms", "torch_ms"))
         steps = ("step_ms", "step_recompute_ms", "torch_step_ms", "step_vs_torch", "step_recompute_vs_torch")
         if name == "mlp_step":  # a training step: forward, backward, SGD update, each way
             assert all(row[k].ok and row[k].value > 0 for k in steps), [row[k] for k in steps]
@@ -271,3 +273,22 @@ def test_workload_budget_skips_the_rest_of_a_slow_workload():
     (row,) = runner.run_workload("dense", TINY["dense"], _opts(torch=False, workload_budget=0), _api(),
                                  lambda s: None)
     assert row["numpy_ms"].ok and row["hand_ms"].ok  # 0: no limit
+
+
+def test_paired_rounds_keep_the_ratio_where_the_machine_drifts():
+    """Two backwards, one twice the other, on a machine whose speed changes 3x between rounds (each run of
+    the first moves it): timed side by side the medians keep the ratio 2; fewer rounds where the budget says."""
+    speed = [1.0]
+
+    def first(n):
+        speed[0] = 4.0 - speed[0]  # 1 <-> 3
+        return [2e-3 * speed[0]] * n
+
+    def second(n):
+        return [1e-3 * speed[0]] * n
+
+    a, b = runner.paired([first, second], repeat=3, budget_s=1.0, rounds=5)
+    assert a.value / b.value == pytest.approx(2.0)
+    assert a.note == b.note == "side by side with torch, 5 rounds of 3"
+    a, b = runner.paired([first, second], repeat=3, budget_s=0.03, rounds=5)
+    assert a.value / b.value == pytest.approx(2.0) and a.note.endswith("(time budget 0.03 s)")
