@@ -141,12 +141,16 @@ def measure(run_n, repeat=5, budget_s=30.0):
 #: minute to minute (lenet_step's backward read 1.28 and 1.96 ms in two runs ten minutes apart), and the
 #: columns timed one after the other, seconds apart, drifted apart with it.
 PAIRED_ROUNDS = 7
+#: Seconds of rest before each column's turn in a round: torch's OpenMP workers spin-wait on both cores for a
+#: while after its backward returns, and the column timed next shared the cores with them (dense's backward,
+#: one run: 1.64 ms right after torch's, 1.26 ms 30 ms later, 1.33 ms with no torch before it).
+PAIRED_PAUSE_S = 0.03
 
 
 def paired(run_ns, repeat=5, budget_s=30.0, rounds=PAIRED_ROUNDS):
     """Median milliseconds of each ``run_n`` of ``run_ns``, timed side by side: after each one's warm-up,
-    ``rounds`` rounds, each running every one of them ``repeat`` times in turn; a cell is the median of its
-    rounds' medians.  Fewer rounds (at least one) where they would exceed ``budget_s``, and the cells say so.
+    ``rounds`` rounds, each running every one of them ``repeat`` times in turn (after
+    :data:`PAIRED_PAUSE_S` of rest); a cell is the median of its rounds' medians.  Fewer rounds (at least one) where they would exceed ``budget_s``, and the cells say so.
     """
     per_run = [_warm_up(r) for r in run_ns]
     n = repeat
@@ -158,6 +162,7 @@ def paired(run_ns, repeat=5, budget_s=30.0, rounds=PAIRED_ROUNDS):
     meds = [[] for _ in run_ns]
     for _ in range(k):
         for m, r in zip(meds, run_ns):
+            time.sleep(PAIRED_PAUSE_S)
             m.append(statistics.median(_as_times(r(n))))
     note = f"side by side with torch, {k} round{'s' if k > 1 else ''} of {n}" + (
         f" (time budget {budget_s:g} s)" if k < rounds else "")
