@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Callable
 
 import islpy as isl
+import numpy as np
 
 from ..errors import PolyadError, ScheduleError
 from ..te.expr import Call, Load, Reduce
@@ -1172,7 +1173,7 @@ def _operand_group(op, ss, dm):
     for ld in post_order(b.source):
         if isinstance(ld, Load):
             t = ld.tensor
-            size[t] = math.prod(t.shape) * 4
+            size[t] = math.prod(t.shape) * np.dtype(t.dtype).itemsize
             dims[t] = dims.get(t, frozenset()) | frozenset(
                 d for d, v in enumerate(op.axis) if any(_uses(ix, v) for ix in ld.indices))
     if len(size) < 2:
@@ -1185,7 +1186,8 @@ def _operand_group(op, ss, dm):
         return None
     a = free[0]
     blocks = [-(-n // t) for n, t in zip(op.shape, ss.tile)]
-    if blocks[a] < 2 or blocks[1 - a] < _const("cpu_operand_groups", "groups_per_core") * dm.cores:
+    if not 2 <= blocks[a] <= _const("cpu_operand_groups", "max_group") or \
+            blocks[1 - a] < _const("cpu_operand_groups", "groups_per_core") * dm.cores:
         return None
     return tuple(blocks[a] if d == a else 1 for d in (1, 0))  # OpenCL order: the last output dimension first
 
@@ -1558,8 +1560,9 @@ RULES = (
     Rule("cpu_operand_groups", "stage",
          "CPU: a 2-D reduction block whose dominant operand (dominance x the bytes of every other) is read "
          "without one output dimension gets a work-group of every block along that dimension (when the other "
-         "leaves groups_per_core groups per core): consecutive work-items reuse the operand's strip",
-         {"dominance": 4, "groups_per_core": 8},
+         "leaves groups_per_core groups per core; at most max_group blocks, well inside a CPU's work-group "
+         "limit): consecutive work-items reuse the operand's strip",
+         {"dominance": 4, "groups_per_core": 8, "max_group": 256},
          "PoCL on a 2-core Zen 4, softmax's dense dX (60x1000 by 1000x1000, 6x32/float8 blocks), 31 "
          "alternating rounds: PoCL's chosen groups (16, 1) min 0.77 / median 1.00 ms, (1, 10) 0.59 / 0.79, "
          "(1, 5) 0.65 / 0.88, (2, 5) 0.66 / 0.98",

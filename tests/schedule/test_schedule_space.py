@@ -195,6 +195,12 @@ def test_cpu_operand_groups_put_the_blocks_sharing_a_strip_of_the_dominant_opera
     assert _operand_group(dX.op, StageSchedule(tile=(6, 32), vectorize=8), ZEN4) == (1, 10)
     assert _operand_group(dX.op, StageSchedule(tile=(6, 128), vectorize=8), ZEN4) is None  # 8 strips: too few
     assert _operand_group(dW.op, StageSchedule(tile=(8, 16), vectorize=8), ZEN4) is None
+    # W' (5 MB) read without the rows, but 500 row blocks of 6: more than a group may hold
+    T, Wide = pa.placeholder((3000, 64), name="T"), pa.placeholder((64, 20000), name="Wide")
+    j2 = pa.reduce_axis((0, 64), "j")
+    tall = pa.compute((3000, 20000), lambda a, k: pa.sum(T[a, j2] * Wide[j2, k], axis=j2), name="tall")
+    assert _operand_group(tall.op, StageSchedule(tile=(6, 32), vectorize=8), ZEN4) is None
+    assert _operand_group(tall.op, StageSchedule(tile=(12, 32), vectorize=8), ZEN4) == (1, 250)
     s = auto_schedule([dX, dW], device=ZEN4)
     assert s.stages["dX"].local_size == _operand_group(dX.op, s.stages["dX"], ZEN4) is not None
     assert s.stages["dW"].local_size is None
