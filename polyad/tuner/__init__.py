@@ -293,8 +293,9 @@ class _Session:
             times=t.times if t.ok else (), error=t.error))
 
     def confirm(self, rounds):
-        """Measure the best and auto alternately ``rounds`` times: the result compares their medians, taken
-        side by side (a search's figures come from batches minutes apart, on a machine whose load drifts)."""
+        """Measure the best and auto alternately ``rounds`` times, each first in every other round: the result
+        compares their medians, taken side by side (a search's figures come from batches minutes apart, on a
+        machine whose load drifts)."""
         auto_c = self.space.auto_config()
         if rounds <= 0 or getattr(self.measurer, "deterministic", False) or self.best is None \
                 or self.best[1] == auto_c or self.auto is None or not self.auto.ok:
@@ -302,8 +303,9 @@ class _Session:
         configs = (auto_c, self.best[1])
         pair = [self.space.schedule(auto_c, "auto"), self.space.schedule(self.best[1], "tuned")]
         got = ([], [])
-        for _ in range(rounds):
-            for i, t in enumerate(self.measurer.measure(pair)):
+        for r in range(rounds):
+            order = (0, 1) if r % 2 == 0 else (1, 0)  # neither goes first every round
+            for i, t in zip(order, self.measurer.measure([pair[i] for i in order])):
                 self.compile_s += t.compile_s
                 self.measure_s += t.measure_s
                 self._write(configs[i], pair[i], t, "confirm")

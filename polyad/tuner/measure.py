@@ -185,11 +185,9 @@ class LocalMeasurer(Measurer):
         self.nothing_to_tune = not first.stages
 
     def _program(self, schedule):
-        from ..codegen import generate as codegen
-        from ..schedule import prepare
+        from ..pipeline import program_for
 
-        g, loop = prepare(self.outs, schedule)
-        return codegen(g, self.ins, loop)
+        return program_for(self.outs, self.ins, schedule, self.dev, self._context.model)  # what pa.build compiles
 
     def measure(self, schedules):
         from ..runtime.cache import precompile

@@ -40,6 +40,8 @@ def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
     assert len(confirm) in (0, 10)
     assert not confirm or {r.config for r in confirm} == {recs[0].config, config_key(res.schedule)} \
         or res.schedule.name == "auto"  # the check kept auto: the best did not beat it
+    if confirm:  # auto first in one round, the best first in the next: neither always runs first
+        assert [r.config == recs[0].config for r in confirm] == [True, False, False, True] * 2 + [True, False]
     recs = [r for r in recs if r.candidate != "confirm"]
     assert len(recs) == 6 and recs[0].candidate == "auto" and all(r.name == "dense" for r in recs)
     assert all(r.error is None and r.time > 0 for r in recs)
@@ -226,3 +228,17 @@ def test_a_logged_schedule_of_the_same_structure_with_other_stage_names_applies_
     a = _arrays(ins2)
     for g, r in zip(pa.build(outs2, ins2, schedule=pa.tuned(log))(*a), pa.evaluate(outs2, dict(zip(ins2, a)))):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_the_tuner_measures_the_program_pa_build_compiles(monkeypatch):
+    """Candidates are measured as the build compiles them, index width included: the tuner once generated
+    32-bit-index kernels while builds ran 64-bit ones, and ranked schedules by kernels nobody ran."""
+    from polyad.pipeline import capabilities, select_device
+
+    outs, ins = _dense_backward()
+    m = LocalMeasurer(outs, ins, workers=1, repeat=1)
+    auto = m.context().auto
+    built = pa.build(outs, ins, schedule=auto)
+    assert m._program(auto).source == built.program.source
+    if capabilities(select_device(None)).index64:  # on this CPU the build asks for 64-bit indices
+        assert "long" in built.program.source

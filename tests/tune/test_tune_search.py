@@ -216,3 +216,22 @@ def test_runs_that_spread_widely_are_not_settled():
     assert settled([1.0, 1.01, 0.99, 1.0, 1.02])
     assert not settled([1.0, 1.8, 1.0, 3.2, 1.1])  # one kernel's few work-groups split unevenly: bimodal runs
     assert not settled([1.0, 1.0])  # too few to say
+
+
+def test_the_final_check_takes_turns_at_going_first(tmp_path):
+    """The best and auto are measured again side by side (``confirm``), each first in every other round: the
+    one measured right after the search's batch, or after the other, must not always be the same one."""
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False  # a device whose times drift: the check runs
+    order = []
+    measure = m.measure
+
+    def spy(schedules):
+        order.append([s.name for s in schedules])
+        return measure(schedules)
+
+    m.measure = spy
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=6, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
+    assert res.schedule.name == "tuned"  # the fake device's quirks: some candidate beats auto
+    assert order[-4:] == [["auto", "tuned"], ["tuned", "auto"], ["auto", "tuned"], ["tuned", "auto"]]
