@@ -148,6 +148,36 @@ def test_run_on_device_buffers_and_time():
     assert isinstance(mod([1.0] * 16), np.ndarray)  # lists are taken as the tensor's dtype
 
 
+def test_kernel_arguments_follow_the_buffers_of_each_run():
+    """The kernels' arguments are set only when a run's buffers differ from the last run's: runs that
+    alternate between two sets of buffers, with a profile (its own buffers) between them, each read and
+    write their own; a second run on the same buffers binds nothing."""
+    X = pa.placeholder((16,), name="X")
+    H = pa.compute((16,), lambda i: X[i] * 3.0, name="H")
+    Y = pa.compute((16,), lambda i: H[i] + 1.0, name="Y")
+    mod = pa.build(Y, [X])
+    xa, xb = np.arange(16, dtype=np.float32), np.full(16, -2.0, dtype=np.float32)
+    a, b = mod.to_device(xa), mod.to_device(xb)
+    binds = []
+    bind = mod._bind
+    mod._bind = lambda bufs: binds.append(1) or bind(bufs)
+    for bufs, x in [(a, xa), (b, xb), (a, xa)]:
+        mod.run(*bufs)
+        np.testing.assert_allclose(mod.from_device(bufs)[0], x * 3.0 + 1.0)
+    assert len(binds) == 3
+    mod.run(*a)
+    assert len(binds) == 3  # the same buffers again: the arguments stand
+    mod.profile(xb, repeat=1)
+    y = mod(xb * 2.0)  # fresh buffers
+    np.testing.assert_allclose(y, xb * 6.0 + 1.0)
+    mod.run(*a)
+    np.testing.assert_allclose(mod.from_device(a)[0], xa * 3.0 + 1.0)
+    with pytest.raises(pa.PolyadError, match="run takes 2 buffers"):
+        mod.run(a[0])
+    mod.run(*b)
+    np.testing.assert_allclose(mod.from_device(b)[0], xb * 3.0 + 1.0)
+
+
 def test_local_size_rounds_the_ndrange_up_and_guards():
     from polyad.schedule import Schedule, StageSchedule
 
