@@ -336,7 +336,7 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
 
     :param outputs: a tensor or a list of tensors.
     :param stage: the name of the reduction stage to split.
-    :param factor: the split factor, an integer >= 2 and smaller than the split axis's extent.
+    :param factor: the split factor, an integer >= 2 and at most the split axis's extent (equal: the whole axis as lanes).
     :param axis: the name of the reduction axis to split; None for the largest.
     :param interleave: True for the interleaved form, False for the blocked one, None for the default above.
     :param pad: with ``interleave`` and a factor that does not divide the extent: first run the axis to the
@@ -344,7 +344,7 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
     :returns: the list of outputs of the rewritten graph (with the partial stage ``<stage>_rf``).
     :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
     :raises ScheduleError: when there is no stage ``stage`` or it is not a single reduction, ``factor`` is not an
-        integer >= 2 or not smaller than the axis's extent, ``axis`` is not one of its reduction axes, or
+        integer >= 2 or larger than the axis's extent, ``axis`` is not one of its reduction axes, or
         ``interleave`` is asked for a tuple or custom reducer.
     """
     outs, op = _named_stage(outputs, stage, "rfactor")
@@ -359,9 +359,9 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
             raise ScheduleError(f"rfactor: stage {stage!r} has no reduction axis {axis!r} (it has {[a.name for a in red]})")
         split = cand[0]
     n = split.extent
-    if factor >= n:
+    if factor > n:
         raise ScheduleError(
-            f"rfactor: stage {stage!r}, axis {split.name!r} has extent {n}; the factor {factor} must be smaller"
+            f"rfactor: stage {stage!r}, axis {split.name!r} has extent {n}; the factor {factor} must not be larger"
         )
     if pad and n % factor:
         if not interleave:

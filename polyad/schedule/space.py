@@ -420,7 +420,7 @@ def _lane_factor(e, dm, padded=False):
     ``padded`` (the axis runs to a multiple of the lanes on zero-padded operands): the least time for the
     padded row at the device's measured rate per width, near-ties to the narrower (26: 8 lanes, 32)."""
     V = max(dm.vector_width, 1)
-    opts = [f for f in _const("rfactor_lanes", "widths") if f <= V and f in dm.widths and f < e]
+    opts = [f for f in _const("rfactor_lanes", "widths") if f <= V and f in dm.widths and f <= e]
     if not opts:
         return None
     if not padded:

@@ -69,7 +69,7 @@ def test_bad_json_raises_schedule_error(text, msg):
     (Schedule(inline=frozenset({"S"})), r"stage 'S'.*output"),
     (Schedule(inline=frozenset({"nope"})), r"stage 'nope'"),
     (Schedule(rfactor={"R": 2}), r"stage 'R' is not a reduction"),
-    (Schedule(rfactor={"T": 12}), r"stage 'T'.*extent 12"),
+    (Schedule(rfactor={"T": 13}), r"stage 'T'.*extent 12; the factor 13"),
     (Schedule(inline=frozenset({"R"}), stages={"R": StageSchedule(unroll=2)}), r"stage 'R' is inlined"),
     (Schedule(default=StageSchedule(tile=(1, 1, 1))), r"stage 'T'.*3 sizes"),
 ])

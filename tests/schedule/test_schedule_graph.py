@@ -88,7 +88,7 @@ def test_inline_long_chain_is_linear(depth):
 
 
 @pytest.mark.parametrize("interleave", [None, False])
-@pytest.mark.parametrize("factor", [2, 5, 16])
+@pytest.mark.parametrize("factor", [2, 5, 16, 40])
 def test_rfactor_sum_with_condition_and_two_axes(factor, interleave):
     X = pa.placeholder((3, 40, 4), name="X")
     r = pa.reduce_axis((0, 40), name="r")
@@ -99,7 +99,8 @@ def test_rfactor_sum_with_condition_and_two_axes(factor, interleave):
     assert _stages(g) == ["T_rf", "T", "U"]
     rf = [op for op in walk_ops(g) if op.name == "T_rf"][0]
     # a sum interleaves by default where ``factor`` divides the extent: ``factor`` partials per point;
-    # blocked (asked for, or 16 not dividing 40): one per block of ``factor``
+    # blocked (asked for, or 16 not dividing 40): one per block of ``factor``; 40, the whole axis: a
+    # partial per element of r (interleaved: the lanes of a vector) or one block
     inter = interleave is None and 40 % factor == 0
     assert rf.shape == (3, factor if inter else -(-40 // factor))
     _same([U], g, {X: RNG.standard_normal(X.shape).astype(np.float32)})
@@ -197,8 +198,8 @@ def test_rfactor_errors_name_the_stage():
         rfactor([E], "E", 2)
     with pytest.raises(pa.ScheduleError, match="no stage 'Z'"):
         rfactor([E], "Z", 2)
-    with pytest.raises(pa.ScheduleError, match="stage 'T'.*extent 10"):
-        rfactor([E], "T", 10)
+    with pytest.raises(pa.ScheduleError, match="stage 'T'.*extent 10; the factor 11 must not be larger"):
+        rfactor([E], "T", 11)
     with pytest.raises(pa.ScheduleError, match="stage 'T'.*no reduction axis 'q'"):
         rfactor([E], "T", 2, axis="q")
 
