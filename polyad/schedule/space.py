@@ -406,12 +406,20 @@ def _lane_axis(op, dm):
                     seen = False
                     break
                 seen = True
-        if window and seen:
+        if window and seen and not _reads_every_output(body, data, ax):
             seen = any(isinstance(n, Load) and n.indices and _uses(n.indices[-1], ax) and _uses(n.indices[-1], data[-1])
                        for n in post_order(tuple(body)))
         if seen and ax.extent >= _const("rfactor_lanes", "min_extent") and (best is None or ax.extent > best.extent):
             best = ax
     return best
+
+
+def _reads_every_output(body, data, ax):
+    """Whether every load that uses reduction axis ``ax`` uses every output dimension too: no operand is
+    reused across outputs (a bias gradient ``db[c] = sum d[n, c, y, x]``, unlike a matmul), so register
+    blocks gain nothing and vectors of partials along ``ax`` cost nothing."""
+    loads = [n for n in post_order(tuple(body)) if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices)]
+    return bool(loads) and all(all(any(_uses(ix, v) for ix in n.indices) for v in data) for n in loads)
 
 
 def _lane_factor(e, dm, padded=False):
@@ -431,9 +439,15 @@ def _lane_factor(e, dm, padded=False):
 
 def _rfactor_lanes(op, info, dm):
     points = _points(op)
-    lanes = dm.kind == "cpu" and points >= dm.min_parallel and \
-        info.iterations >= _const("rfactor_lanes", "iterations_per_output") * points
+    lanes = dm.kind == "cpu" and info.iterations >= _const("rfactor_lanes", "iterations_per_output") * points
     ax = _lane_axis(op, dm) if lanes else None
+    if ax is not None and points < dm.min_parallel:
+        # too few outputs to balance the cores: rfactor_small_outputs splits for work-items, unless every core
+        # gets two outputs and no operand is reused across them (a bias gradient): then a vector of partials
+        # each is work enough (3 outputs of 50000: 2 on one core, 1 on the other; split, both busy)
+        data, body, _ = _reduction_form(op)
+        if points < 2 * dm.cores or not _reads_every_output(body, data, ax):
+            ax = None
     if ax is None or info.iterations < _const("rfactor_lanes", "min_iterations"):
         return []
     # ragged last lanes run scalar: where they are a large share of the row, run the axis to a multiple of
@@ -1394,9 +1408,11 @@ RULES = (
          target="space_to_depth", propose=_strided_operands),
     Rule("rfactor_lanes", "graph",
          "CPU: interleave a sum whose innermost output is narrower than half a vector (than one, in a sliding "
-         "window beside the axis: X[x + kw]) over a long reduction axis it reads contiguously (a conv weight "
-         "gradient over x), one vector of partials per output; where the ragged last lanes are at least "
-         "pad_ragged_share of the axis, the axis runs to a multiple of the lanes on zero-padded operands",
+         "window beside the axis: X[x + kw], or where no operand is reused across outputs: a bias gradient) "
+         "over a long reduction axis it reads contiguously (a conv weight gradient over x), one vector of "
+         "partials per output (with fewer outputs than min_parallel, only without reuse and with two outputs a core); where the ragged last "
+         "lanes are at least pad_ragged_share of the axis, the axis runs to a multiple of the lanes on "
+         "zero-padded operands",
          {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4),
           "pad_ragged_share": 0.1},
          "conv2d_3x3 dW 4.0 -> 2.1 ms (1x1x3x3x8 partial blocks), conv2d_dilated dW 1.26 -> 0.4-0.6 ms, "
@@ -1405,7 +1421,9 @@ RULES = (
          "32: 2.40-2.45 against 2.42-2.46 ms, no gain, 0.2 ms of copies (pad_ragged_share: pad from 10% ragged), "
          "lenet_step's first conv dW 0.9 -> 0.2 ms; with 8-lane vectors (a fresh Zen 4 calibration), 5-wide "
          "kernels: lenet_step's conv dWs 1.26 -> 0.23 and 2.56 -> 0.36 ms, conv2d_5x5_s3's dW (on its "
-         "space-to-depth copy) 62.7 -> 7.5 ms",
+         "space-to-depth copy) 62.7 -> 7.5 ms; lenet_step's first conv bias gradient (6 channels, batch 64) split "
+         "over the batch by rfactor_small_outputs, lanes 3456 floats apart: 0.11-0.14 -> 0.03-0.04 ms as float8 "
+         "partials along x",
          target="rfactor", propose=_rfactor_lanes),
     Rule("rfactor_rows", "graph",
          "CPU: interleave the row reductions of a few thousand outputs (softmax's max and exp-sum) into partials "
