@@ -336,7 +336,8 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
 
     :param outputs: a tensor or a list of tensors.
     :param stage: the name of the reduction stage to split.
-    :param factor: the split factor, an integer >= 2 and at most the split axis's extent (equal: the whole axis as lanes).
+    :param factor: the split factor, an integer >= 2 and at most the split axis's extent (equal: the interleaved
+        partials keep the whole axis as their lanes).
     :param axis: the name of the reduction axis to split; None for the largest.
     :param interleave: True for the interleaved form, False for the blocked one, None for the default above.
     :param pad: with ``interleave`` and a factor that does not divide the extent: first run the axis to the

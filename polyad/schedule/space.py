@@ -1410,9 +1410,9 @@ RULES = (
          "CPU: interleave a sum whose innermost output is narrower than half a vector (than one, in a sliding "
          "window beside the axis: X[x + kw], or where no operand is reused across outputs: a bias gradient) "
          "over a long reduction axis it reads contiguously (a conv weight gradient over x), one vector of "
-         "partials per output (with fewer outputs than min_parallel, only without reuse and with two outputs a core); where the ragged last "
-         "lanes are at least pad_ragged_share of the axis, the axis runs to a multiple of the lanes on "
-         "zero-padded operands",
+         "partials per output (with fewer outputs than min_parallel, only without reuse and with two outputs "
+         "a core); where the ragged last lanes are at least pad_ragged_share of the axis, the axis runs to a "
+         "multiple of the lanes on zero-padded operands",
          {"iterations_per_output": 64, "min_iterations": 1 << 16, "min_extent": 8, "widths": (16, 8, 4),
           "pad_ragged_share": 0.1},
          "conv2d_3x3 dW 4.0 -> 2.1 ms (1x1x3x3x8 partial blocks), conv2d_dilated dW 1.26 -> 0.4-0.6 ms, "
