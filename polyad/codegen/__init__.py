@@ -31,6 +31,11 @@ class KernelLaunch:
     args: tuple  # tensors, in kernel argument order
     global_size: tuple  # OpenCL order: innermost first
     local_size: tuple  # None: the implementation's choice
+    writes: tuple = None  # the args the kernel writes (its stage's outputs); None: unknown, any of them
+
+    def written(self):
+        """The tensors the kernel may write: ``writes``, or every argument where that is not known."""
+        return self.args if self.writes is None else self.writes
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +103,8 @@ def generate(outputs, inputs, schedule=None, wide=None):
         w = KernelWriter(ctx, lk, names, tree.statements)
         sources.append(w.generate())
         size = tuple(s for _, s in reversed(lk.grid_box)) or (1,)
-        launches.append(KernelLaunch(lk.spec.name, lk.spec.stage, tuple(w.args), size, lk.spec.local_size))
+        launches.append(KernelLaunch(lk.spec.name, lk.spec.stage, tuple(w.args), size, lk.spec.local_size,
+                                     tuple(w.outputs)))
     source = program_source(ctx, sources)
     if aliases:  # say where the bitcast tensors are, since no kernel shows them
         notes = "".join(

@@ -25,7 +25,7 @@ from ..te.expr import CommReducer, Const, Expr, IterVar, Load, Reduce, Var
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from ..te.visit import post_order
 
-_FORMAT = "polyad-program-3"  # 3: aliases (bitcast outputs and intermediates)
+_FORMAT = "polyad-program-4"  # 3: aliases (bitcast outputs and intermediates); 4: what each kernel writes
 _MEMORY = {}
 _PACKAGES = ("codegen", "schedule", "poly", "te", "autodiff", "ops")
 
@@ -157,7 +157,8 @@ def _to_data(program):
         "source": program.source,
         "kernels": [
             {"name": k.name, "args": [roles[id(t)] for t in k.args], "global": list(k.global_size),
-             "local": list(k.local_size) if k.local_size is not None else None}
+             "local": list(k.local_size) if k.local_size is not None else None,
+             "writes": None if k.writes is None else [roles[id(t)] for t in k.writes]}
             for k in program.kernels
         ],
         "intermediates": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in program.intermediates],
@@ -181,7 +182,8 @@ def _from_data(data, outputs, inputs):
 
     kernels = tuple(
         KernelLaunch(k["name"], None, tuple(tensor(r) for r in k["args"]), tuple(k["global"]),
-                     tuple(k["local"]) if k["local"] is not None else None)
+                     tuple(k["local"]) if k["local"] is not None else None,
+                     None if k.get("writes") is None else tuple(tensor(r) for r in k["writes"]))
         for k in data["kernels"]
     )
     names = {id(tensor(r)): n for r, n in data["names"]}

@@ -91,24 +91,40 @@ FIX_HINT = (
 
 @dataclass(eq=False)
 class DeviceState:
+    """A device's context, its in-order queue (copies, and everything that relies on order) and, where the
+    device runs commands out of order, a queue for a module's kernels, ordered by their events alone."""
+
     device: object
     context: object
     queue: object
+    unordered: object = None
 
 
 _STATES = {}
 
 
 def device_state(device):
-    """A context and an in-order queue for ``device``, created once per process."""
+    """A context, an in-order queue and (where the device has them) an out-of-order one for ``device``,
+    created once per process."""
     key = device.int_ptr
     st = _STATES.get(key)
     if st is None:
         cl = _cl()
         ctx = cl.Context([device])
-        st = DeviceState(device, ctx, cl.CommandQueue(ctx, device))
+        st = DeviceState(device, ctx, cl.CommandQueue(ctx, device), _unordered_queue(cl, ctx, device))
         _STATES[key] = st
     return st
+
+
+def _unordered_queue(cl, ctx, device):
+    """An out-of-order queue on ``device``, or None where it has none (or ``POLYAD_IN_ORDER`` is set)."""
+    flag = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    if os.environ.get("POLYAD_IN_ORDER") or not int(device.queue_properties) & int(flag):
+        return None
+    try:
+        return cl.CommandQueue(ctx, device, properties=flag)
+    except cl.Error:  # advertised but refused: kernels keep the in-order queue
+        return None
 
 
 # environment variables that change the code a driver generates for the same device
