@@ -363,11 +363,11 @@ def kernel_order(kernels, where):
     def handles(ts):
         return {where[id(t)].int_ptr for t in ts}
 
-    reads = [handles(k.args) for k in kernels]
+    touches = [handles(k.args) for k in kernels]  # what a kernel reads or writes
     writes = [handles(k.written()) for k in kernels]
     after, before, needed = [], [], set()  # before[i]: every kernel i waits for, directly or not
     for i in range(len(kernels)):
-        direct = [j for j in range(i) if writes[j] & reads[i] or writes[i] & reads[j]]
+        direct = [j for j in range(i) if writes[j] & touches[i] or writes[i] & touches[j]]
         implied = set().union(*(before[j] for j in direct))
         after.append(tuple(j for j in direct if j not in implied))
         before.append(implied.union(direct))

@@ -359,10 +359,8 @@ def _row_axis(op):
         if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
             if not n.indices or not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
                 return None
-            if not all(any(_uses(ix, v) for ix in n.indices) for v in op.axis):
-                return None
             seen = True
-    return ax if seen else None
+    return ax if seen and _reads_every_output(op.body, op.axis, ax) else None
 
 
 def _row_factor(e, dm):

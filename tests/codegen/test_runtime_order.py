@@ -48,7 +48,7 @@ def test_kernel_order_keeps_writes_after_reads_and_sees_shared_buffers():
     assert after == [(), (0,), (1,)] and sinks == [2]
 
 
-def test_unknown_writes_mean_every_argument(opencl):
+def test_unknown_writes_mean_every_argument():
     from polyad.codegen import KernelLaunch
 
     k = KernelLaunch("k", None, ("a", "b"), (1,), None)
