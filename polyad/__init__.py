@@ -20,8 +20,7 @@ from .te.graph import residuals
 from .evaluate import evaluate
 from . import ops
 from .ops import nn
-from .autodiff import differentiate, jacobian
-from .poly import estimate
+from .poly import differentiate, estimate, jacobian
 from . import schedule
 from .schedule import Schedule, StageSchedule
 from .schedule import show_graph as show

@@ -3,12 +3,15 @@
 * :func:`differentiate`: reverse accumulation over the tensor graph;
 * :func:`jacobian`: the Jacobian of a tensor w.r.t. an immediate input;
 * :func:`diff_building_block`: one consumer's adjoint contribution (the default ``fdiff``);
-* :data:`RULES`: the derivative table, one rule per scalar operator;
-* :func:`set_simplifier`: where ``polyad.poly`` plugs in the simplifier ``optimize=True`` runs.
+* :data:`RULES`: the derivative table, one rule per scalar operator.
+
+Each takes the simplifier that ``optimize=True`` applies as an argument (``simplifier=``): the exact one
+lives in ``polyad.poly``, above this layer, and ``pa.differentiate`` (:func:`polyad.poly.differentiate`)
+passes it.  Called here without one, they return the building blocks' form.
 """
 
 from .blocks import diff_building_block, identity_head
-from .reverse import Gradients, differentiate, jacobian, set_simplifier
+from .reverse import Gradients, differentiate, jacobian
 from .rules import RULES
 
-__all__ = ["differentiate", "jacobian", "diff_building_block", "identity_head", "Gradients", "RULES", "set_simplifier"]
+__all__ = ["differentiate", "jacobian", "diff_building_block", "identity_head", "Gradients", "RULES"]

@@ -109,12 +109,13 @@ def check_head(out, head, what="head"):
     return tuple(head.shape[: head.ndim - n])
 
 
-def diff_building_block(out, inp, head, optimize=True):
+def diff_building_block(out, inp, head, optimize=True, simplifier=None):
     """The adjoint contribution of the consumer ``out`` to its immediate input ``inp``.
 
     ``head`` has shape ``prefix + out.shape`` (the adjoint of ``out``); the
     result has shape ``prefix + inp.shape``.  This is the default ``fdiff`` of
-    :func:`polyad.differentiate`.
+    :func:`polyad.differentiate`; ``simplifier`` is its simplifier, which a
+    polyhedral stage's reverse pass (a gradient of a gradient) applies too.
     """
     if not isinstance(out, Tensor) or not isinstance(inp, Tensor):
         raise PolyadError(f"diff_building_block needs tensors, got {out!r} and {inp!r}")
@@ -130,7 +131,8 @@ def diff_building_block(out, inp, head, optimize=True):
             return zeros(shape, inp.dtype, name)
         # only the reads of inp by this stage count: the stage's other inputs are constants here
         cut = {t: ([], lambda o, ins, h: []) for t in op.input_tensors if t is not inp}
-        return differentiate(op.as_compute(), [inp], head, override=cut, optimize=optimize)[0]
+        return differentiate(op.as_compute(), [inp], head, override=cut, optimize=optimize,
+                             simplifier=simplifier)[0]
     if not isinstance(op, ComputeOp):
         raise NotDifferentiableError(
             f"tensor {out.name!r} is defined by a {type(op).__name__}, which has no derivative; "

@@ -25,26 +25,9 @@ class Gradients(list):
         return f"Gradients({list.__repr__(self)})"
 
 
-_simplifier = None
-
-
-def set_simplifier(fn):
-    """Install ``fn(list of tensors) -> equivalent tensors``, which optimize=True applies to every adjoint.
-
-    The exact ISL simplifier (``polyad.poly.simplify``: nonzeroness conditions
-    become statement domains, index equalities eliminate reductions) installs
-    itself here when polyad.poly is imported: poly sits above autodiff in the
-    layering, so autodiff does not import it.  ``None`` uninstalls.
-    """
-    global _simplifier
-    if fn is not None and not callable(fn):
-        raise PolyadError(f"set_simplifier: {fn!r} is not callable")
-    _simplifier = fn
-
-
-def _simplify(tensors):
+def _simplify(tensors, simplifier):
     tensors = list(tensors)
-    return tensors if _simplifier is None else list(_simplifier(tensors))
+    return tensors if simplifier is None else list(simplifier(tensors))
 
 
 def _edges(t, override):
@@ -112,46 +95,15 @@ def _check_contribution(g, consumer, inp, prefix, who):
     return g
 
 
-def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, optimize=True):
-    """Reverse-mode gradients of ``output`` w.r.t. ``inputs``.
+def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, optimize=True,
+                  simplifier=None):
+    """Reverse-mode gradients of ``output`` w.r.t. ``inputs``, as :func:`polyad.differentiate` documents them,
+    with the simplifier passed in rather than imported: autodiff sits below the polyhedral layer.
 
-    * ``inputs=None``: every placeholder ``output`` depends on.
-    * ``head=None``: the identity head; each result is the full Jacobian, of
-      shape ``output.shape + input.shape``.  A head of shape
-      ``prefix + output.shape`` gives results of shape ``prefix + input.shape``
-      (``head`` = the adjoint of the output, e.g. dLoss/dOutput).
-    * ``fdiff(out, inp, head)``: replaces the building block
-      (:func:`polyad.autodiff.diff_building_block`) on every edge.
-    * ``override={Y: ([X1, X2], fn)}``: ``fn(Y, [X1, X2], adjoint_of_Y)``
-      returns one adjoint contribution per named input (which need not be
-      immediate inputs of ``Y``); the other edges of ``Y`` are cut.
-
-    Returns a list-like :class:`Gradients` with ``.adjoints`` and
-    ``.adjoint_summands``.  Integer inputs, and inputs ``output`` does not
-    depend on, get a zero gradient of the right shape.
-
-    :param output: the float tensor to differentiate.
-    :param inputs: a tensor or a list of tensors to differentiate with respect to; None for every placeholder
-        ``output`` depends on.
-    :param head: the adjoint of ``output``, a tensor of shape ``prefix + output.shape`` and ``output``'s dtype; None
-        for the identity (full Jacobians).
-    :param fdiff: ``fdiff(out, inp, head)`` -> the adjoint contribution of ``out`` to its immediate input ``inp``,
-        used on every edge instead of the built-in building block; None for the built-in one.
-    :param override: ``{Y: (inputs, fn)}``: custom gradients, ``fn(Y, inputs, adjoint_of_Y)`` -> one adjoint (or
-        None) per input; None for none.
-    :param optimize: simplify every adjoint with the exact ISL simplifier (and the building blocks' own
-        simplifications).
-    :returns: a :class:`Gradients`: the gradients in the order of ``inputs``, with ``.adjoints`` and
-        ``.adjoint_summands``.
-    :raises PolyadError: when ``output`` or an input is not a tensor, ``head`` is not a tensor, ``fdiff`` or an
-        override's ``fn`` is not callable, ``override`` is malformed, or an ``fdiff``/override returns something
-        other than a tensor or the wrong number of adjoints.
-    :raises DtypeError: when ``output`` is not a float tensor, ``head``'s dtype differs from it, or a custom
-        contribution's dtype differs from its input's.
-    :raises ShapeError: when ``head``'s shape does not end with ``output.shape``, or a custom contribution does not
-        have shape ``prefix + input.shape``.
-    :raises NotDifferentiableError: when a tensor on a path from an input to ``output`` is defined by an operation
-        or an operator with no derivative rule (give it an ``override``).
+    :param optimize: the building blocks' own simplifications, then ``simplifier`` on every adjoint.
+    :param simplifier: ``simplifier(tensors) -> equivalent tensors``; None for none (the building blocks' form).
+        ``pa.differentiate`` passes the exact ISL simplifier, :func:`polyad.poly.simplify`.
+    :raises PolyadError: also when ``simplifier`` is not callable.
     """
     if not isinstance(output, Tensor):
         raise PolyadError(f"differentiate: the output must be a tensor, got {output!r}")
@@ -160,6 +112,8 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
             f"differentiate: the output {output.name!r} {output.dtype}{list(output.shape)} is not a float tensor"
         )
     override = _check_override(override)
+    if simplifier is not None and not callable(simplifier):
+        raise PolyadError(f"differentiate: the simplifier must be callable, got {simplifier!r}")
     if inputs is None:
         inputs = placeholders(output)
     else:
@@ -168,7 +122,7 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
         head = identity_head(output)
     prefix = check_head(output, head)
     if fdiff is None:
-        fdiff = functools.partial(diff_building_block, optimize=optimize)
+        fdiff = functools.partial(diff_building_block, optimize=optimize, simplifier=simplifier)
     elif not callable(fdiff):
         raise PolyadError(f"differentiate: fdiff must be callable, got {fdiff!r}")
 
@@ -226,25 +180,16 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
             grads.append(zeros(prefix + x.shape, x.dtype, f"d_{_safe(x.name)}_zero"))
     if optimize:
         keys = list(adjoints)
-        simplified = _simplify([adjoints[k] for k in keys] + grads)
+        simplified = _simplify([adjoints[k] for k in keys] + grads, simplifier)
         new = dict(zip((id(a) for a in [adjoints[k] for k in keys] + grads), simplified))
         adjoints = {k: new[id(adjoints[k])] for k in keys}
         grads = [new[id(g)] for g in grads]
     return Gradients(grads, adjoints, summands)
 
 
-def jacobian(output, input, optimize=True):  # noqa: A002 - TVM's name
-    """The Jacobian of ``output`` w.r.t. its immediate input ``input``: shape output.shape + input.shape.
-
-    :param output: the float tensor, a compute.
-    :param input: a tensor ``output``'s compute reads directly.
-    :param optimize: simplify the result (as ``pa.differentiate``'s ``optimize``).
-    :returns: a new tensor of shape ``output.shape + input.shape`` (zero when ``input`` is not a float tensor).
-    :raises PolyadError: when ``output`` or ``input`` is not a tensor, or ``input`` is not an immediate input of
-        ``output``'s compute (use ``pa.differentiate`` for indirect dependencies).
-    :raises DtypeError: when ``output`` is not a float tensor.
-    :raises NotDifferentiableError: when ``output``'s body uses an operator with no derivative rule.
-    """
+def jacobian(output, input, optimize=True, simplifier=None):  # noqa: A002 - TVM's name
+    """The Jacobian of ``output`` w.r.t. its immediate input ``input``, as :func:`polyad.jacobian` documents it,
+    with ``simplifier`` as :func:`differentiate` takes it."""
     if not isinstance(output, Tensor) or not isinstance(input, Tensor):
         raise PolyadError(f"jacobian needs two tensors, got {output!r} and {input!r}")
     if not isinstance(output.op, ComputeOp) or not any(t is input for t in output.op.input_tensors):
@@ -254,4 +199,4 @@ def jacobian(output, input, optimize=True):  # noqa: A002 - TVM's name
         )
     if not dt.is_float(output.dtype):
         raise DtypeError(f"jacobian: the output {output.name!r} {output.dtype}{list(output.shape)} is not a float tensor")
-    return diff_building_block(output, input, identity_head(output), optimize=optimize)
+    return diff_building_block(output, input, identity_head(output), optimize=optimize, simplifier=simplifier)

@@ -179,7 +179,7 @@ def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reduct
     :raises DtypeError: when an output is not a float tensor (from ``pa.differentiate``).
     :raises BuildError: when a module does not build (see ``pa.build``).
     """
-    from ..autodiff import differentiate
+    from ..poly import differentiate
     from ..ops.elementwise import add
 
     single = isinstance(outputs, Tensor)

@@ -375,30 +375,46 @@ def test_override_returning_none_gives_no_contribution():
     np.testing.assert_array_equal(pa.evaluate(res[0], {X: np.ones(3)}), np.eye(3))
 
 
-def test_optimize_applies_the_simplifier_poly_installs():
-    from polyad.autodiff import set_simplifier
-    from polyad.poly import PolyOp, simplify
+def test_optimize_applies_the_simplifier_it_is_given():
+    from polyad import autodiff
+    from polyad.poly import PolyOp
 
     X = pa.placeholder((2, 3, 4), name="X")
     Y = pa.nn.flatten(X)
     H = pa.placeholder(Y.shape, name="H")
     feed = {X: np.zeros((2, 3, 4), "float32"), H: np.arange(24.0, dtype="float32").reshape(2, 12)}
     (g,) = pa.differentiate(Y, [X], H)
-    assert isinstance(g.op, PolyOp)  # importing polyad installed polyad.poly.simplify
+    assert isinstance(g.op, PolyOp)  # pa.differentiate passes polyad.poly.simplify
     np.testing.assert_array_equal(pa.evaluate(g, feed), feed[H].reshape(2, 3, 4))
     seen = []
-    try:
-        set_simplifier(lambda ts: seen.append(len(ts)) or ts)
-        (g,) = pa.differentiate(Y, [X], H)
-        assert seen and not isinstance(g.op, PolyOp)
-        set_simplifier(None)
-        (g,) = pa.differentiate(Y, [X], H)
-        assert not isinstance(g.op, PolyOp)
-        np.testing.assert_array_equal(pa.evaluate(g, feed), feed[H].reshape(2, 3, 4))
-        with pytest.raises(pa.PolyadError, match="not callable"):
-            set_simplifier(42)
-    finally:
-        set_simplifier(simplify)
+    (g,) = autodiff.differentiate(Y, [X], H, simplifier=lambda ts: seen.append(len(ts)) or ts)
+    assert seen and not isinstance(g.op, PolyOp)
+    (g,) = autodiff.differentiate(Y, [X], H)  # autodiff alone: no simplifier, nothing installed globally
+    assert not isinstance(g.op, PolyOp)
+    np.testing.assert_array_equal(pa.evaluate(g, feed), feed[H].reshape(2, 3, 4))
+    (g,) = autodiff.differentiate(Y, [X], H, optimize=False, simplifier=lambda ts: pytest.fail("ran"))
+    assert isinstance(pa.differentiate(Y, [X], H)[0].op, PolyOp)  # the calls above left pa's alone
+    with pytest.raises(pa.PolyadError, match="simplifier must be callable"):
+        autodiff.differentiate(Y, [X], H, simplifier=42)
+
+
+def test_gradient_of_a_simplified_stage_passes_the_simplifier_on():
+    # a PolyOp's reverse pass differentiates its plain-compute form: with the simplifier it was given
+    from polyad import autodiff
+    from polyad.poly import PolyOp
+
+    X = pa.placeholder((2, 3, 4), name="X")
+    H = pa.placeholder((2, 12), name="H")
+    (g,) = pa.differentiate(pa.nn.flatten(X), [X], H)
+    assert isinstance(g.op, PolyOp)
+    H2 = pa.placeholder(g.shape, name="H2")
+    seen = []
+    (gg,) = autodiff.differentiate(g, [H], H2, simplifier=lambda ts: seen.append(len(ts)) or ts)
+    assert len(seen) == 2  # the stage's own reverse pass, then the outer one
+    (gg2,) = pa.differentiate(g, [H], H2)
+    h2 = np.arange(24.0, dtype="float32").reshape(2, 3, 4)
+    for r in (gg, gg2):
+        np.testing.assert_array_equal(pa.evaluate(r, {H2: h2, X: np.zeros((2, 3, 4), "float32")}), h2.reshape(2, 12))
 
 
 def test_stop_gradient_is_a_constant_to_reverse_mode():
