@@ -1294,8 +1294,7 @@ def _rfactor_options(op, chosen=None):
     for ax in [largest] + [a for a in red if a is not largest]:
         factors = set(_rfactor_factors(ax.extent))
         if inter:
-            # whole-axis lanes too (f == extent): graph.rfactor takes them, and rfactor_lanes picks them
-            factors |= {f for f in _const("rfactor_lanes", "widths") if f <= ax.extent}
+            factors |= {f for f in _const("rfactor_lanes", "widths") if f < ax.extent}
             factors |= {f for f in range(8, 257, 8) if ax.extent % f == 0 and ax.extent // f >= 4}
         for f in sorted(factors):
             add(f if ax is largest else RFactor(f, ax.name), f, ax, None)

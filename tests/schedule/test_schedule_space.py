@@ -258,14 +258,3 @@ def test_register_blocks_prefer_rows_32_floats_wide_among_near_best_blocks():
     i = pa.reduce_axis((0, 60), "i")
     dW = pa.compute((1000, 1000), lambda r, k: pa.sum(H[i, r] * X[i, k], axis=i), name="dW")
     assert auto_schedule([dW], device=ZEN4).stages["dW"].tile[-1] == 32
-
-
-def test_rfactor_space_offers_whole_axis_lanes_and_they_build():
-    grads, ins, feeds = _conv(size=10)  # dW reduces over y and x of 8: the lane width is the whole axis
-    ref = pa.evaluate(grads, feeds)
-    space = candidate_space(grads, device=ZEN5)
-    whole = [(n, f) for n, fs in space.rfactor.items() for f in fs
-             if isinstance(f, RFactor) and f.factor == 8 and f.axis is not None]
-    assert whole, space.rfactor
-    for n, f in whole[:2]:
-        _close(pa.build(grads, ins, schedule=Schedule(rfactor={n: f}))(*[feeds[t] for t in ins]), ref)
