@@ -1245,8 +1245,8 @@ def validate(outputs, schedule):
 
 
 def _validated(outs, schedule):
-    """The graph with ``schedule``'s folds, pads, space-to-depth copies and innermost layouts applied, every
-    other decision checked against it.
+    """The graph with ``schedule``'s folds, pads, space-to-depth copies, innermost layouts and rfactors
+    applied (each once), every other decision checked against it; the caller inlines.
 
     They come first: a fold removes the folded copy's producer, and the pads and space-to-depth
     name the copies (``H_pad``, ``X_s2d``, fresh if taken) that stage schedules may mention and turn
@@ -1283,42 +1283,29 @@ def _validated(outs, schedule):
         if op is None:
             raise ScheduleError(f"rfactor: there is no stage {n!r} (stages: {listing})")
         _reduction_form(op)
-    created = {f"{n}_rf" for n in schedule.rfactor}
-    padded = [n for n in sorted(schedule.rfactor) if RFactor.of(schedule.rfactor[n]).pad]
-    if padded:  # a padded split may make zero-padded operands (fresh names) that stage schedules may mention
-        g = outs
-        for n in padded:
-            spec = RFactor.of(schedule.rfactor[n])
-            g = rfactor(g, n, spec.factor, spec.axis, spec.interleave, spec.pad)
-        created |= set(stage_ops(g)[1])
+    split = outs
+    for n in sorted(schedule.rfactor):  # once: the stages they create (n_rf, a padded split's zero-padded
+        spec = RFactor.of(schedule.rfactor[n])  # operands) are what stage schedules may mention too
+        split = rfactor(split, n, spec.factor, spec.axis, spec.interleave, spec.pad)
+    _, after = stage_ops(split) if schedule.rfactor else (None, by_name)
     for n in sorted(schedule.inline):
         _check_inline(n, by_name, out_ops)
     for n in sorted(schedule.stages):
         if n in schedule.inline:
             raise ScheduleError(f"stage {n!r} is inlined: it has no loops of its own to schedule")
-        if n not in by_name and n not in created:
+        if n not in by_name and n not in after:
             raise ScheduleError(f"the schedule names stage {n!r}, which the graph does not have (stages: {listing})")
         if n in by_name:
             _check_stage_schedule(n, by_name[n], schedule.stages[n])
+        if n in after and after[n] is not by_name.get(n):  # a split stage's loops are the split's
+            _check_stage_schedule(n, after[n], schedule.stages[n])
     for n, op in by_name.items():
         if n not in schedule.stages and n not in schedule.inline:
             _check_stage_schedule(n, op, schedule.default)
-    return outs
+    return split
 
 
 def apply_graph_schedule(outputs, schedule):
     """(new outputs, schedule): ``schedule``'s fold, pad, space_to_depth, innermost, rfactor then inline applied to
     the graph of ``outputs``."""
-    from . import RFactor
-
-    outs = _validated(uniquely_named(outputs), schedule)  # the pads and space-to-depth copies applied
-    for n in sorted(schedule.rfactor):
-        spec = RFactor.of(schedule.rfactor[n])
-        outs = rfactor(outs, n, spec.factor, spec.axis, spec.interleave, spec.pad)
-    if schedule.rfactor:
-        _, by_name = stage_ops(outs)
-        for n, ss in schedule.stages.items():
-            if n in by_name:
-                _check_stage_schedule(n, by_name[n], ss)
-    outs = inline(outs, schedule.inline)
-    return outs, schedule
+    return inline(_validated(uniquely_named(outputs), schedule), schedule.inline), schedule

@@ -342,3 +342,28 @@ def test_padded_lanes_after_pad_reads_equal_evaluate_on_random_convolutions(size
     g = rfactor(g, dW, factor, "x", True, pad=True)
     for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_padded_split_is_made_once_and_its_operands_can_be_scheduled(monkeypatch):
+    """prepare splits each rfactored stage once (the check of the schedule uses that graph), and a stage
+    schedule may name what the split makes: its partials and its zero-padded operand copies."""
+    import polyad.schedule.graph as graph_module
+
+    grads, feeds = _conv_grads(21, 1, 0, 1, k=3)  # dW over x of 19: 8 lanes need 24 columns
+    dW = grads[1].name
+    spec = RFactor(8, "x", True, pad=True)
+    g, _ = prepare(grads, Schedule("lanes", rfactor={dW: spec}))
+    made = sorted(n for n, op in stage_ops(g)[1].items() if op.attrs.get("pad_of") == dW)
+    assert made
+    calls = []
+    real = graph_module.rfactor
+    monkeypatch.setattr(graph_module, "rfactor",  # the padded split (a padded split then splits its copies)
+                        lambda *a, **k: (len(a) > 5 and a[5] and calls.append(a[1])) or real(*a, **k))
+    sched = Schedule("lanes", rfactor={dW: spec},
+                     stages={made[0]: StageSchedule(tile=(1, 1, 1, 8)), f"{dW}_rf": StageSchedule(tile=(1, 1, 1, 1, 8))})
+    g2, _ = prepare(grads, sched)
+    assert calls == [dW]
+    for a, b in zip(pa.evaluate(g2, feeds), pa.evaluate(grads, feeds)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(pa.ScheduleError, match="does not have"):
+        prepare(grads, Schedule("lanes", stages={made[0]: StageSchedule()}))  # no split: no copy to name
