@@ -3,6 +3,7 @@
 import re
 
 import islpy as isl
+import numpy as np
 import pytest
 
 import polyad as pa
@@ -127,20 +128,32 @@ def test_high_rank_outputs_fuse_into_three_grid_dims():
     assert one.kernels[0].global_size == (720,)
 
 
-def test_shared_subexpressions_are_emitted_once_but_not_hoisted_out_of_selects():
+def test_shared_subexpressions_are_emitted_once_and_guarded_reads_are_clamped():
     X = pa.placeholder((5,), name="X")
     e = pa.exp(X[0]) * 3.0
 
     def body(i):
-        guarded = X[i - 1] * X[i - 1]  # out of bounds at i = 0: must stay under the select
+        guarded = X[i - 1] * X[i - 1]  # out of bounds at i = 0: read clamped, the select drops it there
         return pa.select(i > 0, guarded, e) + e * e
 
     Y = pa.compute((5,), body, name="Y")
     src = _kernel(generate(Y, [X]).source, "Y")
     assert src.count("exp(") == 1
     assert re.search(r"const float t\d+ = exp\(X\[0\]\)", src)
-    assert not re.search(r"const float t\d+ = X\[i - 1\]", src)
-    assert "X[i - 1] * X[i - 1]" in src
+    assert re.search(r"const float t\d+ = X\[min\(max\(i - 1, 0\), 4\)\]", src)  # read once, in bounds
+    assert "select(" in src and "?" not in src  # both arms are safe to evaluate: no branch
+    x = np.array([0.5, -1.0, 2.0, 3.0, -0.25], np.float32)
+    np.testing.assert_allclose(pa.build(Y, [X])(x), pa.evaluate(Y, {X: x}), rtol=1e-6)
+
+
+def test_both_arms_of_a_select_are_evaluated_where_nothing_can_fault():
+    X = pa.placeholder((5,), name="X", dtype="int32")
+    # a floor division by a read: its helper gives 0 for the zero divisor, in the arm the select drops
+    Y = pa.compute((5,), lambda i: pa.select(X[i] != 0, pa.floordiv(7, X[i]), 0), name="Y")
+    src = _kernel(generate(Y, [X]).source, "Y")
+    assert "select(" in src and "?" not in src, src
+    x = np.array([0, 2, -3, 0, 5], np.int32)
+    np.testing.assert_array_equal(pa.build(Y, [X])(x), pa.evaluate(Y, {X: x}))
 
 
 def test_names_that_clash_with_c_or_generated_names_are_renamed():
@@ -180,3 +193,18 @@ def test_build_io_errors_name_the_tensor():
         generate(Y, [X, W, Y])
     with pytest.raises(pa.ScheduleError, match="'fancy'"):
         generate(Y, [X, W], schedule="fancy")
+
+
+def test_a_speculated_read_isl_proves_in_bounds_is_not_clamped():
+    """Max-pool's gradient reads the argmax and the pooled gradient at { [b, c, y, x] -> [b, c, floor(y/2),
+    floor(x/2)] }, inside both tensors wherever the output is: the match selects among plain reads."""
+    X = pa.placeholder((2, 3, 8, 8), name="X")
+    Y = pa.nn.pool2d(X, (2, 2), (2, 2), 0, "max")
+    H = pa.placeholder(Y.shape, name="H")
+    (g,) = pa.differentiate(Y, [X], H)
+    src = generate(g, [X, H]).source
+    body = src[src.rindex("__kernel"):]
+    assert "select(" in body and "min(max(" not in body, body
+    rng = np.random.default_rng(0)
+    feeds = {X: rng.standard_normal(X.shape).astype(np.float32), H: rng.standard_normal(H.shape).astype(np.float32)}
+    np.testing.assert_array_equal(pa.build(g, [X, H])(feeds[X], feeds[H]), pa.evaluate(g, feeds))
