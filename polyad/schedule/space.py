@@ -744,9 +744,24 @@ def graph_decisions(outputs, dm):
     inline_by = {}
     chosen = _inline_by_evaluations(ops, g, infos, notes, dm, inline_by)
     inl = _cap_inlined(ops, chosen, notes)
+    infos = _fused_infos(g, inl, infos)
     made_by = {"fold": fold_by, "pad": pad_by, "space_to_depth": s2d_by, "innermost": inner_by, "rfactor": rf_by,
                "inline": {n: r for n, r in inline_by.items() if n in inl}}
     return GraphChoice(g, pad, rf, inl, made_by, infos, tuple(notes), s2d, frozenset(folds), dict(inner))
+
+
+def _fused_infos(g, inl, infos):
+    """``infos`` with the stages that absorb an inlined producer measured as they are built: with the
+    producer's reads in their body (lenet's pool-and-relu gradient reads the argmax and the pooled gradient
+    once per 2x2 window, which the unfused stage does not show: a 2x2 block is 0.09 ms against 0.15)."""
+    if not inl:
+        return infos
+    fused = stage_ops(inline(g, inl))[1]
+    out = dict(infos)
+    for op in stage_ops(g)[0]:
+        if op.name in fused and op.name not in inl and any(t.op.name in inl for t in op.input_tensors):
+            out[op.name] = stage_info(fused[op.name])
+    return out
 
 
 def given_graph(outs, schedule, dm):

@@ -332,3 +332,30 @@ def test_lane_rfactor_keeps_off_small_outputs_and_wide_rows():
     k2 = pa.reduce_axis((0, 4096), name="k2")
     M = pa.compute((64, 64), lambda i, j: pa.sum(A[i, k2] * B[j, k2], axis=k2), name="M")  # vectors along j pay
     assert "M" not in auto_schedule([M], device=ZEN5).rfactor
+
+
+def test_a_stage_that_absorbs_inlined_producers_is_costed_as_it_is_built():
+    """Max-pool's gradient through a relu and a bias: the relu mask and the bias add are inlined into the
+    pool's gradient stage, which then reads the argmax and the pooled gradient at { [b, c, y, x] -> [b, c,
+    floor(y/2), floor(x/2)] }: a 2x2 block reads them once.  Costed unfused, every block looked alike and
+    the stage kept naive loops (lenet_step at batch 64: 0.15 ms; in 2x2 blocks 0.09)."""
+    from polyad.schedule.graph import stage_ops
+    from polyad.schedule.space import graph_decisions
+    from polyad.schedule.graph import uniquely_named
+
+    X = pa.placeholder((4, 3, 12, 12), name="X")
+    B = pa.placeholder((3,), name="B")
+    Y = pa.nn.pool2d(pa.nn.relu(pa.nn.bias_add(X, B, axis=1)), (2, 2), (2, 2), 0, "max")
+    H = pa.placeholder(Y.shape, name="H")
+    (g,) = pa.differentiate(Y, [X], H)
+    s = auto_schedule([g], device=ZEN5)
+    graph = graph_decisions(uniquely_named([g]), ZEN5)
+    name = g.op.name  # d_X_from_bias_add: the relu mask and the pool's gradient are inlined into it
+    assert {t.op.name for t in stage_ops(graph.outputs)[1][name].input_tensors} <= graph.inline
+    assert s.stages[name].tile[-2:] == (2, 2), s.stages.get(name)
+    fused = prepare([g], s)[0]
+    assert graph.infos[name] == stage_info(stage_ops(fused)[1][name])  # the cost the rules saw: the built stage's
+    rng = np.random.default_rng(0)
+    feeds = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (X, B, H)}
+    np.testing.assert_allclose(pa.build(g, [X, B, H], schedule=s)(feeds[X], feeds[B], feeds[H]),
+                               pa.evaluate(g, feeds), rtol=1e-6)
