@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 
 import numpy as np
 import pytest
@@ -292,3 +293,31 @@ def test_paired_rounds_keep_the_ratio_where_the_machine_drifts():
     assert a.note == b.note == "side by side with torch, 5 rounds of 3"
     a, b = runner.paired([first, second], repeat=3, budget_s=0.03, rounds=5)
     assert a.value / b.value == pytest.approx(2.0) and a.note.endswith("(time budget 0.03 s)")
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_bench_builds_cold_but_keeps_the_device_records(tmp_path, monkeypatch, keep):
+    """A fresh kernel cache per run, but the machine's probe and calibration: calibrated anew, each run
+    scheduled tiny stages on its own measurement.  Both variables come back as they were."""
+    usual = tmp_path / "usual"
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(usual))
+    monkeypatch.delenv("POLYAD_DEVICE_CACHE_DIR", raising=False)
+    seen = {}
+
+    def fake_run(opts):
+        seen.update({k: os.environ.get(k) for k in ("POLYAD_CACHE_DIR", "POLYAD_DEVICE_CACHE_DIR")})
+        return {"machine": {}, "options": {}, "backward": {}, "rows": []}
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(runner, "where_written", lambda paths: "")
+    import polyad.bench.report as report
+    monkeypatch.setattr(report, "write", lambda *a, **k: [])
+    monkeypatch.setattr(report, "markdown", lambda result: "")
+    argv = ["--workloads", "flatten", "--no-plot", "--out", str(tmp_path / "out")] + (["--keep-cache"] if keep else [])
+    assert runner.main(argv) == 0
+    if keep:
+        assert seen == {"POLYAD_CACHE_DIR": str(usual), "POLYAD_DEVICE_CACHE_DIR": None}
+    else:
+        assert seen["POLYAD_CACHE_DIR"] != str(usual)
+        assert seen["POLYAD_DEVICE_CACHE_DIR"] == os.path.join(str(usual), "devices")
+    assert os.environ["POLYAD_CACHE_DIR"] == str(usual) and "POLYAD_DEVICE_CACHE_DIR" not in os.environ
