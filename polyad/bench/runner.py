@@ -938,7 +938,7 @@ def run_cli(opts):
         old = {k: os.environ.get(k) for k in ("POLYAD_CACHE_DIR", "POLYAD_DEVICE_CACHE_DIR")}
         if not opts.keep_cache:
             # cold builds, on the device as this machine knows it: a fresh calibration per run moved the
-            # auto schedules of tiny stages (10% in dram_gbs, 30% in launch_s between three runs)
+            # auto schedules of tiny stages (11% in dram_gbs, 29% in launch_s between three runs)
             os.environ.setdefault("POLYAD_DEVICE_CACHE_DIR", os.path.join(cache_dir(), "devices"))
             os.environ["POLYAD_CACHE_DIR"] = tmp
         try:

@@ -779,7 +779,7 @@ def given_graph(outs, schedule, dm):
                                                space_to_depth=schedule.space_to_depth, fold=schedule.fold,
                                                innermost=schedule.innermost))
     inline(g, schedule.inline)  # ScheduleError naming the stage when an inline does not fit
-    infos = {op.name: stage_info(op) for op in stage_ops(g)[0]}
+    infos = _fused_infos(g, frozenset(schedule.inline), {op.name: stage_info(op) for op in stage_ops(g)[0]})
     padded, _ = apply_graph_schedule(outs, Schedule("graph", pad=schedule.pad, space_to_depth=schedule.space_to_depth,
                                                     fold=schedule.fold))
     by_name = stage_ops(padded)[1]

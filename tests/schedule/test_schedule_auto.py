@@ -355,6 +355,9 @@ def test_a_stage_that_absorbs_inlined_producers_is_costed_as_it_is_built():
     assert s.stages[name].tile[-2:] == (2, 2), s.stages.get(name)
     fused = prepare([g], s)[0]
     assert graph.infos[name] == stage_info(stage_ops(fused)[1][name])  # the cost the rules saw: the built stage's
+    from polyad.schedule.space import given_graph
+
+    assert given_graph(uniquely_named([g]), s, ZEN5).infos[name] == graph.infos[name]  # the tuner's view too
     rng = np.random.default_rng(0)
     feeds = {t: rng.standard_normal(t.shape).astype(np.float32) for t in (X, B, H)}
     np.testing.assert_allclose(pa.build(g, [X, B, H], schedule=s)(feeds[X], feeds[B], feeds[H]),
