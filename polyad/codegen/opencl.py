@@ -401,21 +401,23 @@ def nesting(s):
 
 
 def _proven_in_bounds(st):
-    """ids of the loads of statement ``st`` whose indices stay within their tensor over its domain (isl);
-    an index outside the quasi-affine fragment (a loaded one) proves nothing."""
+    """ids of the loads of statement ``st`` read under a condition (the ones speculated) whose indices stay
+    within their tensor over its domain (isl); an index outside the quasi-affine fragment (a loaded one)
+    proves nothing."""
     from ..poly.convert import NotAffine, ToIsl
 
+    nodes, _, uncond = _analyse(st.values)
+    loads = [nd for nd in nodes if isinstance(nd, Load) and id(nd) not in uncond]
+    if not loads:
+        return
     try:
         conv = ToIsl(st.vars)
         dom = conv.univ.intersect(st.domain.reset_tuple_id())
     except isl.Error:
         return
-    for nd in post_order(tuple(st.values)):
-        if not isinstance(nd, Load):
-            continue
+    for nd in loads:
         try:
-            if all(dom.is_subset(a.ge_set(conv.const(0)).intersect(a.le_set(conv.const(n - 1))))
-                   for a, n in ((conv.aff(ix), n) for ix, n in zip(nd.indices, nd.tensor.shape))):
+            if dom.is_subset(conv.inside(nd)):
                 yield id(nd)
         except (NotAffine, isl.Error):
             continue

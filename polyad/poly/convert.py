@@ -91,6 +91,15 @@ class ToIsl:
         except NotAffine:
             return None
 
+    def inside(self, load):
+        """Where ``load`` reads inside its tensor, as an isl.Set over the variables (raises NotAffine):
+        ``{ [v] : 0 <= index_d(v) < shape_d for every d }``."""
+        inb = self.univ
+        for ix, n in zip(load.indices, load.tensor.shape):
+            a = self.aff(ix)
+            inb = inb.intersect(a.ge_set(self.const(0))).intersect(a.le_set(self.const(n - 1)))
+        return inb
+
     def _aff(self, e):
         if isinstance(e, Const):
             if not dt.is_int(e.dtype):

@@ -661,10 +661,7 @@ def paddable(op):
         if not _zero_with(st.values[0], load):
             continue
         try:
-            inb = conv.univ
-            for ix, n in zip(load.indices, load.tensor.shape):
-                a = conv.aff(ix)
-                inb = inb.intersect(a.ge_set(conv.const(0))).intersect(a.le_set(conv.const(n - 1)))
+            inb = conv.inside(load)
         except NotAffine:
             continue
         if dom.is_equal(box.intersect(inb.reset_tuple_id())):
