@@ -179,7 +179,11 @@ def _tune(args):
         if client is not None:
             client.close()
     print()
-    print(pa.show(outs, schedule=res.schedule))
+    # the graph as tuned: cut at the fed inputs (a workload's backward is fed its forward's residuals, whose
+    # stages would otherwise be shown and named too, and take the names the schedule gives backward stages)
+    from .te.graph import cut
+
+    print(pa.show(cut(outs, ins)[0], schedule=res.schedule))
     print()
     print(res.table())
     print(res.summary())

@@ -1021,3 +1021,20 @@ def program_source(ctx, kernel_sources):
     parts += [_helper_source(h) for h in ctx.helpers]
     parts += [str(k) for k in kernel_sources]
     return "\n\n".join(parts) + "\n"
+
+
+_KERNEL_START = "\n\n__kernel void "
+
+
+def kernel_source(source, name):
+    """The program of :func:`program_source` cut down to kernel ``name``: the pragmas, the helpers and that
+    kernel alone, a program of its own (the tuner compiles each kernel apart, so a candidate that changes one
+    stage recompiles one kernel). None when ``source`` has no kernel ``name``."""
+    cut = source.find(_KERNEL_START)
+    if cut < 0:
+        return None
+    head, at = source[:cut], source.find(f"{_KERNEL_START}{name}(")
+    if at < 0:
+        return None
+    end = source.find(_KERNEL_START, at + 1)
+    return head + (source[at:end] + "\n" if end >= 0 else source[at:])

@@ -84,7 +84,7 @@ def get_program(source, device, options=(), launches=()):
     return prg
 
 
-def precompile(requests, device, workers=1, timeout=None):
+def precompile(requests, device, workers=1, timeout=None, pool=None):
     """Compile the programs of ``requests`` that the disk cache lacks, ``workers`` at a time, each in
     its own worker process (:class:`polyad.runtime.builder.Worker`), and store their binaries on disk:
     a later :func:`get_program` of the same request loads the binary.  One that does not build costs
@@ -94,6 +94,9 @@ def precompile(requests, device, workers=1, timeout=None):
     :param device: the ``pyopencl.Device``.
     :param workers: how many compiler processes run at once.
     :param timeout: seconds one compile may take (None: ``POLYAD_BUILD_TIMEOUT``).
+    :param pool: :class:`~polyad.runtime.builder.Worker` objects to compile with (started on first use and
+        left running for the next call: a worker takes 0.9 s to start), instead of ``workers`` new ones
+        closed at the end.
     :returns: per request, None when its binary is on disk (or in memory), else the :class:`BuildError`
         (a :class:`~polyad.runtime.builder.CompilerCrash` when the compiler took its process down).
     """
@@ -119,30 +122,30 @@ def precompile(requests, device, workers=1, timeout=None):
             except BuildError as e:
                 results[i] = e
         return results
-    pool = queue.Queue()
-    n = max(1, min(int(workers), len(todo)))
-    for _ in range(n):
-        pool.put(builder.Worker())
+    idle = queue.Queue()
+    mine = pool is None
+    for w in ([builder.Worker() for _ in range(max(1, min(int(workers), len(todo))))] if mine else pool):
+        idle.put(w)
 
     def one(item):
         i, path, job = item
-        w = pool.get()
+        w = idle.get()
         try:
             binary = w.compile(job) if timeout is None else w.compile(job, timeout=timeout)
         except BuildError as e:
             results[i] = e
             return
         finally:
-            pool.put(w)
+            idle.put(w)
         STATS.compiles += 1
         _store_binary(path, binary)
 
     try:
-        with ThreadPoolExecutor(n) as ex:
+        with ThreadPoolExecutor(idle.qsize()) as ex:
             list(ex.map(one, todo))
     finally:
-        while not pool.empty():
-            pool.get().close()
+        while mine and not idle.empty():
+            idle.get().close()
     return results
 
 

@@ -14,7 +14,8 @@ BUILD_OPTIONS = ()
 
 
 class Module:
-    """The kernels of one build, in one OpenCL program, ready to run on one device.
+    """The kernels of one build, in one OpenCL program (or, for the tuner, one program a kernel:
+    ``kernel_programs``), ready to run on one device.
 
     ``mod(*arrays)`` runs on numpy arrays (the build's inputs, in order) and
     returns one array for a single output tensor, else a list.
@@ -26,7 +27,7 @@ class Module:
     view of the input array and ``to_device`` gives it the input's buffer.
     """
 
-    def __init__(self, program, device, single_output=False, inputs=None, cl_program=None):
+    def __init__(self, program, device, single_output=False, inputs=None, cl_program=None, kernel_programs=None):
         self.program = program
         # the tensors as the build was given them (a fed computed tensor, not its placeholder)
         self._inputs = list(program.inputs) if inputs is None else list(inputs)
@@ -45,13 +46,14 @@ class Module:
         plan = launch_plan(program, device)
         # before compiling: a launch over the device's limits fails at call time with a bare pyopencl error
         check_device_limits(device, [t for t in _all_tensors(program) if id(t) not in program.aliases], plan)
-        if cl_program is None and plan:  # (no kernels: every output is a bitcast of an input)
+        # kernel_programs: kernel name -> a built program of that kernel alone (the tuner's builds, per_kernel_requests)
+        if cl_program is None and plan and kernel_programs is None:  # (no kernels: every output is a bitcast)
             cl_program = get_program(program.source, device, BUILD_OPTIONS, trial_launches(plan))
         self.cl_program = cl_program
         self._launches = []
         for k, gsize, lsize in plan:
             try:
-                kernel = cl.Kernel(self.cl_program, k.name)
+                kernel = cl.Kernel(self.cl_program if kernel_programs is None else kernel_programs[k.name], k.name)
             except cl.Error as e:
                 raise BuildError(f"the program built for {device.name.strip()} has no kernel {k.name!r} ({e})",
                                  source=program.source, log=str(e)) from None
@@ -204,11 +206,15 @@ class Module:
         Each kernel is timed alone (launch to finish, on device-resident data), so the
         figures include one launch overhead each and add up to slightly more than ``time``.
         """
+        return self.profile_buffers(*self.to_device(*arrays), repeat=repeat, warmup=warmup)
+
+    def profile_buffers(self, *buffers, repeat=5, warmup=1):
+        """:meth:`profile` on device buffers (inputs then outputs, as ``run`` takes them): nothing is copied."""
         import pyopencl as cl
 
         _check_count("repeat", repeat, 1)
         _check_count("warmup", warmup, 0)
-        bufs = self.to_device(*arrays)
+        bufs = list(buffers)
         for _ in range(warmup):
             self.run(*bufs)
         self._set_arguments(bufs)
@@ -347,6 +353,18 @@ def trial_launches(plan):
     (:func:`polyad.runtime.builder.make_job`)."""
     return [(k.name, [(_nbytes(t), t.dtype if t.dtype != "bool" else "uint8") for t in k.args], gsize, lsize)
             for k, gsize, lsize in plan]
+
+
+def per_kernel_requests(program, device):
+    """``{kernel name: (source, options, launches)}``: each kernel of ``program`` as a program of its own
+    (:func:`polyad.codegen.opencl.kernel_source`), as :func:`polyad.runtime.cache.precompile` and
+    :func:`~polyad.runtime.cache.get_program` take requests; ``Module(..., kernel_programs=)`` runs them.  A
+    tuner's candidates differ in a stage or two: compiled this way, the others come from the cache
+    (lenet_step's backward: 4.2 s whole, 0.2-0.5 s a kernel)."""
+    from ..codegen.opencl import kernel_source
+
+    return {k.name: (kernel_source(program.source, k.name), BUILD_OPTIONS, trial_launches([(k, g, l)]))
+            for k, g, l in launch_plan(program, device)}
 
 
 def _nbytes(t):

@@ -17,6 +17,7 @@ from .measure import Measurer, graph_context
 
 _LOCK = threading.Lock()
 _MEASURERS = {}  # on a worker: graph token -> LocalMeasurer
+_KEEP = 4  # graphs a worker keeps a measurer for (the oldest is closed)
 
 
 def _remote_model(device):
@@ -41,6 +42,8 @@ def _remote_measure(graph, token, schedule_json, options):
             # tuple's items apart, and a build matches its inputs by identity)
             outputs, inputs, data = pickle.loads(graph)
             m = LocalMeasurer(outputs, inputs, data=data, workers=1, **options)
+            while len(_MEASURERS) >= _KEEP:  # each holds a compiler process and device buffers
+                _MEASURERS.pop(next(iter(_MEASURERS))).close()
             _MEASURERS[token] = m
         t = m.measure([Schedule.from_json(schedule_json)])[0]
     return asdict(t)

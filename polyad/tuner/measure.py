@@ -4,13 +4,15 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
 :class:`LocalMeasurer` does it on this machine's device:
 
 1. generate every candidate's program here (Python: codegen is cheap next to LLVM);
-2. compile the programs the kernel cache lacks in a pool of compiler processes
-   (:func:`polyad.runtime.cache.precompile`): a compiler that aborts costs its candidate, not the run;
-3. one candidate at a time on the device: run it once on fixed inputs and compare every output with
+2. compile the kernels the kernel cache lacks in a pool of compiler processes
+   (:func:`polyad.runtime.cache.precompile`), each kernel as a program of its own
+   (:func:`polyad.runtime.module.per_kernel_requests`): a candidate that changes one stage compiles one
+   kernel, and a compiler that aborts costs the candidates with that kernel, not the run;
+3. one candidate at a time on the device, on inputs uploaded once: run it once and compare every output with
    the auto schedule's (relative error at most ``rtol``, the benchmark's tolerance: a mismatch is an
    error, never a result); then a warm-up, ``repeat`` timed runs, more (up to ``SPREAD_RUNS`` times as
    many) while they spread widely (the median is the trial's time), and
-   one :meth:`~polyad.runtime.Module.profile`, whose per-kernel medians give every stage's time at once
+   one :meth:`~polyad.runtime.Module.profile_buffers`, whose per-kernel medians give every stage's time at once
    (Ansor's joint measurement: one build measures a candidate for every stage).
 
 A candidate whose first run takes longer than ``timeout`` seconds (or ``slow`` times the auto
@@ -67,19 +69,39 @@ class Trial:
         return self.error is None and self.time is not None
 
 
+_CHUNK = 1 << 18  # elements compared at once: temporaries that stay in L2
+
+
 def rel_error(got, ref):
-    """max over outputs of max|got - ref| / max|ref| (NaN where they disagree on NaN-ness)."""
+    """max over outputs of max|got - ref| / max|ref| (NaN where they disagree on NaN-ness).
+
+    Compared in chunks, in the outputs' own float type where every value is finite: avg_pool's
+    42.6M-element gradient took 1.9 s a candidate as whole-array float64 temporaries (most of a trial),
+    0.03 s this way."""
     worst = 0.0
     for g, r in zip(got, ref):
-        g = np.asarray(g, dtype=np.float64).reshape(np.shape(r))
-        r = np.asarray(r, dtype=np.float64)
-        if not np.array_equal(np.isnan(g), np.isnan(r)):
+        g = np.ascontiguousarray(g).reshape(-1)
+        r = np.ascontiguousarray(r).reshape(-1)
+        if g.size != r.size:
             return float("nan")
-        g, r = np.nan_to_num(g), np.nan_to_num(r)
-        scale = float(np.max(np.abs(r))) if r.size else 0.0
-        err = float(np.max(np.abs(g - r))) if r.size else 0.0
+        scale = err = 0.0
+        for lo in range(0, r.size, _CHUNK):
+            gc, rc = _comparable(g[lo:lo + _CHUNK]), _comparable(r[lo:lo + _CHUNK])
+            if not (np.isfinite(gc).all() and np.isfinite(rc).all()):
+                if not np.array_equal(np.isnan(gc), np.isnan(rc)):
+                    return float("nan")
+                # equal infinities compare equal, opposite ones as far apart as float64 goes
+                gc, rc = np.nan_to_num(gc.astype(np.float64)), np.nan_to_num(rc.astype(np.float64))
+            with np.errstate(over="ignore"):
+                err = max(err, float(np.max(np.abs(gc - rc))))
+            scale = max(scale, float(np.max(np.abs(rc))))
         worst = max(worst, err / scale if scale else err)
     return worst
+
+
+def _comparable(a):
+    """``a`` where it is float32 or float64, else as float64 (integers, booleans, halves)."""
+    return a if a.dtype in (np.float32, np.float64) else a.astype(np.float64)
 
 
 def default_data(inputs, seed=0):
@@ -176,6 +198,8 @@ class LocalMeasurer(Measurer):
         if len(self.arrays) != len(self.ins):
             raise PolyadError(f"tune: data has {len(self.arrays)} arrays for {len(self.ins)} inputs")
         self.ref_out, self.ref_time = None, None
+        self._input_buffers = None
+        self._pool = None  # compiler processes, kept from batch to batch
         first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
         if not first.ok:
             raise BuildError(f"tune: the auto schedule does not run, so there is nothing to check candidates "
@@ -191,41 +215,60 @@ class LocalMeasurer(Measurer):
 
     def measure(self, schedules):
         from ..runtime.cache import precompile
-        from ..runtime.module import BUILD_OPTIONS, launch_plan, trial_launches
+        from ..runtime.module import per_kernel_requests
 
         t0 = time.perf_counter()
-        programs, errors = [], []
+        programs, errors, requests = [], [], []
         for s in schedules:
             try:
                 programs.append(self._program(s))
+                requests.append(per_kernel_requests(programs[-1], self.dev))
                 errors.append(None)
             except PolyadError as e:
                 programs.append(None)
+                requests.append({})
                 errors.append(f"{type(e).__name__}: {e}")
-        live = [i for i, p in enumerate(programs) if p is not None and p.kernels]
-        built = precompile([(programs[i].source, BUILD_OPTIONS, trial_launches(launch_plan(programs[i], self.dev)))
-                            for i in live], self.dev, workers=self.workers, timeout=self.timeout)
-        for i, e in zip(live, built):
-            if e is not None:
-                errors[i] = _first_line(e)
+        # each kernel apart, each distinct kernel once: a candidate compiles only the stages it changes
+        distinct = list({r[0]: r for reqs in requests for r in reqs.values()}.values())
+        if self._pool is None:
+            from ..runtime.builder import Worker
+
+            self._pool = [Worker() for _ in range(self.workers)]
+        built = precompile(distinct, self.dev, timeout=self.timeout, pool=self._pool)
+        failed = {r[0]: e for r, e in zip(distinct, built) if e is not None}
+        for i, reqs in enumerate(requests):
+            bad = [failed[r[0]] for r in reqs.values() if r[0] in failed]
+            if bad and errors[i] is None:
+                errors[i] = _first_line(bad[0])
         compile_s = (time.perf_counter() - t0) / max(1, len(schedules))
         out = []
-        for p, err in zip(programs, errors):
+        for p, reqs, err in zip(programs, requests, errors):
             t1 = time.perf_counter()
             if err is None:
-                trial = self._run(p)
+                trial = self._run(p, reqs)
             else:
                 trial = Trial(error=err, device=self.device_key)
             out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
                              time.perf_counter() - t1))
         return out
 
-    def _run(self, program):
+    def close(self):
+        for w in self._pool or ():
+            w.close()
+        self._pool = None
+
+    def _run(self, program, requests):
+        from ..runtime.cache import get_program
         from ..runtime.module import Module
 
         try:
-            mod = Module(program, self.dev, single_output=False, inputs=self.user_inputs)
-            bufs = mod.to_device(*self.arrays)
+            built = {name: get_program(src, self.dev, options, launches)
+                     for name, (src, options, launches) in requests.items()}
+            mod = Module(program, self.dev, single_output=False, inputs=self.user_inputs, kernel_programs=built)
+            # the inputs go to the device once for every candidate (avg_pool's: 0.14 s a candidate)
+            if self._input_buffers is None:
+                self._input_buffers = mod.to_device(*self.arrays)[:len(self.ins)]
+            bufs = self._input_buffers + mod.output_buffers(self._input_buffers)
             t0 = time.perf_counter()
             mod.run(*bufs)
             first = time.perf_counter() - t0
@@ -257,7 +300,7 @@ class LocalMeasurer(Measurer):
             mod.run(*bufs)
             times.append(time.perf_counter() - t0)
         med = float(np.median(times))
-        kernels = mod.profile(*self.arrays, repeat=max(1, self.repeat), warmup=0)
+        kernels = mod.profile_buffers(*bufs, repeat=max(1, self.repeat), warmup=0)
         stages = {}
         for k in program.kernels:
             stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)

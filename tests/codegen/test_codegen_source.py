@@ -208,3 +208,21 @@ def test_a_speculated_read_isl_proves_in_bounds_is_not_clamped():
     rng = np.random.default_rng(0)
     feeds = {X: rng.standard_normal(X.shape).astype(np.float32), H: rng.standard_normal(H.shape).astype(np.float32)}
     np.testing.assert_array_equal(pa.build(g, [X, H])(feeds[X], feeds[H]), pa.evaluate(g, feeds))
+
+
+def test_kernel_source_cuts_a_program_down_to_one_kernel_with_its_helpers():
+    """The tuner compiles each kernel apart: the pragmas and helpers, then that kernel and no other."""
+    from polyad.codegen.opencl import kernel_source
+
+    X = pa.placeholder((6,), dtype="int32", name="X")
+    A = pa.compute((6,), lambda i: X[i] // X[5 - i], name="A")  # a floor division by a read: a helper
+    B = pa.compute((6,), lambda i: A[i] * 2, name="B")
+    src = generate([A, B], [X]).source
+    a, b = kernel_source(src, "A"), kernel_source(src, "B")
+    head = src[:src.index("__kernel")]
+    assert "pa_floordiv_i32" in head
+    assert a.startswith(head) and b.startswith(head)
+    assert _kernel(src, "A") in a and "__kernel void B(" not in a
+    assert _kernel(src, "B") in b and "__kernel void A(" not in b
+    assert a.count("__kernel") == b.count("__kernel") == 1
+    assert kernel_source(src, "C") is None and kernel_source("// no kernels\n", "A") is None

@@ -129,3 +129,24 @@ def test_precompile_compiles_in_parallel_and_a_broken_program_costs_only_itself(
     cache.get_program(good[1], dev, (), launches[1])  # a disk hit: no compile
     assert cache.STATS.disk_hits == hits + 1 and cache.STATS.compiles - before == 3
     assert cache.precompile([(good[0], (), launches[0])], dev) == [None]  # cached: nothing to do
+
+
+def test_precompile_on_a_kept_pool_reuses_its_worker_processes(tmp_path, monkeypatch):
+    """The tuner keeps its compiler processes from batch to batch (each takes about a second to start)."""
+    from polyad.pipeline import select_device
+    from polyad.runtime.builder import Worker
+
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    dev = select_device()
+    pool = [Worker()]
+    try:
+        pids = []
+        for i in range(2):
+            src = f"__kernel void kept{i}(__global float *a) {{ a[get_global_id(0)] = {i}.0f; }}"
+            assert cache.precompile([(src, (), [(f"kept{i}", [(16, "float32")], (4,), None)])], dev, pool=pool) == [None]
+            pids.append(pool[0].proc.pid)
+            assert pool[0].proc.poll() is None  # left running
+        assert pids[0] == pids[1]
+    finally:
+        pool[0].close()
+    assert pool[0].proc is None or pool[0].proc.poll() is not None

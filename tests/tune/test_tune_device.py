@@ -242,3 +242,63 @@ def test_the_tuner_measures_the_program_pa_build_compiles(monkeypatch):
     assert m._program(auto).source == built.program.source
     if capabilities(select_device(None)).index64:  # on this CPU the build asks for 64-bit indices
         assert "long" in built.program.source
+
+
+def test_the_cli_shows_the_tuned_schedule_on_the_graph_as_tuned(tmp_path, capsys, monkeypatch):
+    """A workload's backward is fed its forward's residuals: the schedule names the stages of the graph cut
+    there. Shown on the uncut graph, a forward stage took a backward stage's name (lenet_step's ``relu_1``,
+    a 4-d forward relu against the 2-d backward stage the tile was for) and the CLI died after tuning."""
+    from polyad.bench import tuning as bench_tuning
+    from polyad.cli import main
+    from polyad.pipeline import _renamed
+    from polyad.te.graph import cut
+    from polyad.tuner import TuneResult
+
+    X = pa.placeholder((4, 6, 3), name="X")
+    R0 = pa.compute((4, 6, 3), lambda i, j, k: pa.max(X[i, j, k], 0.0), name="relu")  # forward, not fed
+    R = pa.compute((4, 6, 3), lambda i, j, k: pa.max(R0[i, j, k], 0.0), name="relu")  # forward, fed as data
+    H = pa.placeholder((4, 6, 3), name="H")
+    G = pa.compute((4, 6), lambda i, j: R[i, j, 0] * H[i, j, 0], name="relu")  # a backward stage, also "relu"
+    outs, ins = [G], [X, H, R]
+    g = bench_tuning.TuningGraph("fake", outs, ins, [np.ones(t.shape, np.float32) for t in ins])
+    monkeypatch.setattr(bench_tuning, "backward_graph", lambda *a, **k: g)
+    tuned_name = _renamed(cut(outs, ins)[0])[0].name  # as the tuner names it: relu_1, after the fed relu
+    sched = pa.Schedule("tuned", stages={tuned_name: pa.StageSchedule(tile=(2, 3))})
+
+    def fake_tune(*a, **k):
+        return TuneResult(sched, 1e-3, 2e-3, 1, wall={"compile": 0.0, "measure": 0.0, "search": 0.0, "total": 0.0})
+
+    monkeypatch.setattr(pa, "tune", fake_tune)
+    rc = main(["tune", "--workload", "softmax", "--shapes", "tiny", "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "tile 2x3" in out.out
+
+
+def test_a_candidate_that_changes_one_stage_compiles_one_kernel(tmp_path, monkeypatch):
+    """Each kernel is its own program to the tuner: a candidate compiles only the stages it changes (the other
+    kernels come from the cache), and runs them as pa.build's whole program does."""
+    from polyad.runtime import cache
+
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    outs, ins = _dense_backward(names=("Xk", "Wk", "Hk"), n=20)
+    m = LocalMeasurer(outs, ins, data=_arrays(ins), repeat=3)
+    try:
+        auto = m.context().auto
+        names = [k.stage.name for k in m._program(auto).kernels]
+        assert len(names) >= 2
+        one = names[0]
+        tile = (2, 1) if auto.for_stage(one).tile != (2, 1) else (1, 2)
+        other = dataclasses.replace(auto, stages=dict(auto.stages, **{one: pa.StageSchedule(tile=tile)}))
+        before = cache.STATS.compiles
+        [t] = m.measure([other])
+        assert t.ok, t.error
+        assert cache.STATS.compiles - before == 1  # that stage's kernel, not the program
+        assert set(t.stages) == set(m.measure([auto])[0].stages)
+    finally:
+        m.close()
+    got = pa.build(outs, ins, schedule=other)(*_arrays(ins))
+    want = pa.evaluate(outs, dict(zip(ins, _arrays(ins))))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

@@ -235,3 +235,28 @@ def test_the_final_check_takes_turns_at_going_first(tmp_path):
     res = pa.tune(ctx.outputs, ctx.inputs, trials=6, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
     assert res.schedule.name == "tuned"  # the fake device's quirks: some candidate beats auto
     assert order[-4:] == [["auto", "tuned"], ["tuned", "auto"], ["auto", "tuned"], ["tuned", "auto"]]
+
+
+def test_a_candidate_is_compared_with_auto_chunk_by_chunk(monkeypatch):
+    """The wrong-result check reads every element, across chunk boundaries, in the outputs' own type."""
+    import numpy as np
+
+    from polyad.tuner import measure
+
+    monkeypatch.setattr(measure, "_CHUNK", 7)
+    ref = np.arange(50, dtype=np.float32).reshape(5, 10) - 20
+    got = ref.copy()
+    assert measure.rel_error([got], [ref]) == 0.0
+    got[4, 9] += 2.9  # in the last, short chunk
+    assert measure.rel_error([got], [ref]) == pytest.approx(2.9 / 29, rel=1e-6)
+    got = ref.copy()
+    got[2, 3] = np.nan  # a NaN where auto has a number: never a match
+    assert math.isnan(measure.rel_error([got], [ref]))
+    both = ref.copy()
+    both[1, 1], both[3, 3] = np.nan, np.inf  # the same NaN and infinity as auto: a match
+    assert measure.rel_error([both.copy()], [both]) == 0.0
+    other = both.copy()
+    other[3, 3] = -np.inf
+    assert measure.rel_error([other], [both]) == math.inf
+    assert measure.rel_error([np.array([1, 2])], [np.array([1, 4])]) == 0.5  # integer outputs
+    assert math.isnan(measure.rel_error([ref[:2]], [ref]))  # a wrong size
