@@ -11,7 +11,8 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
 3. one candidate at a time on the device, on inputs uploaded once: run it once and compare every output with
    the auto schedule's (relative error at most ``rtol``, the benchmark's tolerance: a mismatch is an
    error, never a result); then a warm-up, ``repeat`` timed runs, more (up to ``SPREAD_RUNS`` times as
-   many) while they spread widely (the median is the trial's time), and
+   many) while they spread widely, or just two where both take over ``LOSES`` times auto's (the median is
+   the trial's time), and
    one :meth:`~polyad.runtime.Module.profile_buffers`, whose per-kernel medians give every stage's time at once
    (Ansor's joint measurement: one build measures a candidate for every stage).
 
@@ -33,6 +34,9 @@ RTOL = 1e-3
 # times ``repeat`` runs are taken
 SPREAD = 0.15
 SPREAD_RUNS = 4
+# a candidate whose first two timed runs each take this many times the auto schedule's median is timed no
+# further (and profiled once)
+LOSES = 3.0
 
 
 def settled(times):
@@ -77,7 +81,7 @@ def rel_error(got, ref):
 
     Compared in chunks, in the outputs' own float type where every value is finite: avg_pool's
     42.6M-element gradient took 1.9 s a candidate as whole-array float64 temporaries (most of a trial),
-    0.03 s this way."""
+    0.16 s this way."""
     worst = 0.0
     for g, r in zip(got, ref):
         g = np.ascontiguousarray(g).reshape(-1)
@@ -202,6 +206,7 @@ class LocalMeasurer(Measurer):
         self._pool = None  # compiler processes, kept from batch to batch
         first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
         if not first.ok:
+            self.close()
             raise BuildError(f"tune: the auto schedule does not run, so there is nothing to check candidates "
                              f"against: {first.error}")
         self.ref_time = first.time
@@ -292,15 +297,20 @@ class LocalMeasurer(Measurer):
             return Trial(error=f"too slow: one run took {first:.3g} s, stopped at {limit:.3g} s ({why})")
         for _ in range(self.warmup):
             mod.run(*bufs)
-        times = []
+        times, loser = [], False
         # more runs while they spread widely (a kernel whose few work-groups split unevenly over the cores
         # was measured at 1.8-3.2 ms run to run): a median of five would rank noise
         while len(times) < self.repeat or (len(times) < SPREAD_RUNS * self.repeat and not settled(times)):
             t0 = time.perf_counter()
             mod.run(*bufs)
             times.append(time.perf_counter() - t0)
+            # two runs each LOSES times auto's: its rank is known, more runs would only cost (dense_big's
+            # search met candidates at 3-30x auto's 14 ms, each run a dozen times)
+            if len(times) == 2 and self.ref_time is not None and min(times) > LOSES * self.ref_time:
+                loser = True
+                break
         med = float(np.median(times))
-        kernels = mod.profile_buffers(*bufs, repeat=max(1, self.repeat), warmup=0)
+        kernels = mod.profile_buffers(*bufs, repeat=1 if loser else max(1, self.repeat), warmup=0)
         stages = {}
         for k in program.kernels:
             stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)

@@ -302,3 +302,21 @@ def test_a_candidate_that_changes_one_stage_compiles_one_kernel(tmp_path, monkey
     want = pa.evaluate(outs, dict(zip(ins, _arrays(ins))))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_clear_loser_is_timed_twice_and_no_further(monkeypatch):
+    """A candidate whose first two timed runs each take LOSES times auto's is ranked on those two runs."""
+    from polyad.tuner import measure
+
+    outs, ins = _dense_backward(names=("Xl", "Wl", "Hl"), n=12)
+    m = LocalMeasurer(outs, ins, data=_arrays(ins), repeat=4)
+    try:
+        auto = m.context().auto
+        [normal] = m.measure([auto])
+        assert normal.ok and len(normal.times) >= 4
+        monkeypatch.setattr(measure, "LOSES", 1e-9)  # every run now "loses" against auto's median
+        [lost] = m.measure([auto])
+        assert lost.ok and len(lost.times) == 2 and lost.time == pytest.approx(sum(lost.times) / 2)
+        assert lost.stages and all(t > 0 for t in lost.stages.values())  # still profiled, for the cost model
+    finally:
+        m.close()
