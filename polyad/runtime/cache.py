@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import BuildError
@@ -35,7 +36,11 @@ class Stats:
 
 
 STATS = Stats()
-_MEMORY = {}
+# the programs built or loaded in this process, least recently used first; bounded: a tuning run loads one
+# program a distinct kernel, thousands in all (PoCL: 150 one-line kernels' programs took 20 MB, bigger kernels
+# more). An evicted program reloads from disk (30-45 ms); a module keeps its own.
+_MEMORY = OrderedDict()
+MEMORY_PROGRAMS = 128
 
 
 def cache_key(source, device, options):
@@ -64,6 +69,7 @@ def get_program(source, device, options=(), launches=()):
     prg = _MEMORY.get(key)
     if prg is not None:
         STATS.memory_hits += 1
+        _MEMORY.move_to_end(key)
         return prg
     ctx = device_state(device).context
     path = os.path.join(cache_dir(), key[:2], key + ".bin")
@@ -81,6 +87,8 @@ def get_program(source, device, options=(), launches=()):
             builder.check_program(prg, job, device)  # the worker's checks: kernels present, one launch each
         _store(path, prg, cl)
     _MEMORY[key] = prg
+    while len(_MEMORY) > MEMORY_PROGRAMS:
+        _MEMORY.popitem(last=False)
     return prg
 
 

@@ -150,3 +150,27 @@ def test_precompile_on_a_kept_pool_reuses_its_worker_processes(tmp_path, monkeyp
     finally:
         pool[0].close()
     assert pool[0].proc is None or pool[0].proc.poll() is not None
+
+
+def test_the_memory_cache_keeps_the_most_recently_used_programs(tmp_path, monkeypatch):
+    """Bounded (a tuning run loads one program a kernel, thousands of them): the least recently used program
+    is dropped and comes back from disk."""
+    from polyad.pipeline import select_device
+
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache, "MEMORY_PROGRAMS", 2)
+    cache.clear_memory()
+    dev = select_device()
+    srcs = [f"__kernel void lru{i}(__global float *a) {{ a[get_global_id(0)] = {i}.0f; }}" for i in range(3)]
+    launches = [[(f"lru{i}", [(16, "float32")], (4,), None)] for i in range(3)]
+    cache.get_program(srcs[0], dev, (), launches[0])
+    cache.get_program(srcs[1], dev, (), launches[1])
+    cache.get_program(srcs[0], dev, (), launches[0])  # used again: now the most recent
+    cache.get_program(srcs[2], dev, (), launches[2])  # drops lru1, the least recent
+    assert len(cache._MEMORY) == 2
+    mem, disk = cache.STATS.memory_hits, cache.STATS.disk_hits
+    cache.get_program(srcs[0], dev, (), launches[0])
+    assert cache.STATS.memory_hits == mem + 1
+    cache.get_program(srcs[1], dev, (), launches[1])
+    assert cache.STATS.disk_hits == disk + 1  # came back from disk, not compiled
+    cache.clear_memory()
