@@ -20,7 +20,7 @@ from ..schedule import Schedule, naive
 from ..te.graph import cut
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from .lower import lower
-from .opencl import Context, KernelWriter, needs_wide_index, program_source
+from .opencl import Context, KernelWriter, kernel_source, needs_wide_index, program_source
 from .tree import build_tree, c_identifier
 
 
@@ -53,6 +53,11 @@ class Program:
     tree: object  # the tree.ModuleTree it came from
     # id(Tensor) -> the input whose buffer it is (a bitcast: flatten, reshape, squeeze; no kernel)
     aliases: dict = field(default_factory=dict)
+
+    def kernel_source(self, name):
+        """The source of kernel ``name`` as a program of its own: the pragmas, the helpers and that kernel
+        (the tuner compiles kernels apart). None when the program has no such kernel."""
+        return kernel_source(self.source, name)
 
 
 def _check_io(outputs, inputs):

@@ -357,13 +357,11 @@ def trial_launches(plan):
 
 def per_kernel_requests(program, device):
     """``{kernel name: (source, options, launches)}``: each kernel of ``program`` as a program of its own
-    (:func:`polyad.codegen.opencl.kernel_source`), as :func:`polyad.runtime.cache.precompile` and
+    (``Program.kernel_source``), as :func:`polyad.runtime.cache.precompile` and
     :func:`~polyad.runtime.cache.get_program` take requests; ``Module(..., kernel_programs=)`` runs them.  A
     tuner's candidates differ in a stage or two: compiled this way, the others come from the cache
     (lenet_step's backward: 4.2 s whole, 0.2-0.5 s a kernel)."""
-    from ..codegen.opencl import kernel_source
-
-    return {k.name: (kernel_source(program.source, k.name), BUILD_OPTIONS, trial_launches([(k, g, l)]))
+    return {k.name: (program.kernel_source(k.name), BUILD_OPTIONS, trial_launches([(k, g, l)]))
             for k, g, l in launch_plan(program, device)}
 
 

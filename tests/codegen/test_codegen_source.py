@@ -217,8 +217,9 @@ def test_kernel_source_cuts_a_program_down_to_one_kernel_with_its_helpers():
     X = pa.placeholder((6,), dtype="int32", name="X")
     A = pa.compute((6,), lambda i: X[i] // X[5 - i], name="A")  # a floor division by a read: a helper
     B = pa.compute((6,), lambda i: A[i] * 2, name="B")
-    src = generate([A, B], [X]).source
-    a, b = kernel_source(src, "A"), kernel_source(src, "B")
+    prog = generate([A, B], [X])
+    src = prog.source
+    a, b = prog.kernel_source("A"), prog.kernel_source("B")
     head = src[:src.index("__kernel")]
     assert "pa_floordiv_i32" in head
     assert a.startswith(head) and b.startswith(head)

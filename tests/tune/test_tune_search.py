@@ -260,3 +260,35 @@ def test_a_candidate_is_compared_with_auto_chunk_by_chunk(monkeypatch):
     assert measure.rel_error([other], [both]) == math.inf
     assert measure.rel_error([np.array([1, 2])], [np.array([1, 4])]) == 0.5  # integer outputs
     assert math.isnan(measure.rel_error([ref[:2]], [ref]))  # a wrong size
+
+
+def test_a_dask_worker_keeps_measurers_for_its_latest_graphs_and_closes_the_oldest(monkeypatch):
+    """A worker's measurer holds a compiler process and device buffers: one per graph, the oldest closed."""
+    import pickle
+
+    from polyad.tuner import cluster, measure
+
+    closed = []
+
+    class Fake:
+        def __init__(self, *a, **k):
+            pass
+
+        def measure(self, schedules):
+            return [measure.Trial(1.0, (1.0,))]
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(measure, "LocalMeasurer", Fake)
+    monkeypatch.setattr(cluster, "_MEASURERS", {})
+    graph = pickle.dumps(([], [], None))
+    sched = pa.Schedule("s").to_json()
+    for token in range(cluster._KEEP + 2):
+        assert cluster._remote_measure(graph, f"g{token}", sched, {})["time"] == 1.0
+    kept = list(cluster._MEASURERS)
+    assert kept == [f"g{t}" for t in range(2, cluster._KEEP + 2)]
+    assert len(closed) == 2 and all(m not in cluster._MEASURERS.values() for m in closed)
+    first = cluster._MEASURERS["g2"]
+    cluster._remote_measure(graph, "g2", sched, {})  # a graph it has: the same measurer, nothing closed
+    assert cluster._MEASURERS["g2"] is first and len(closed) == 2
