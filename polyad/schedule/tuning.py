@@ -17,7 +17,10 @@ file; wrapped here)::
   search skips the configurations :func:`measured` lists;
 * ``stages``: per stage of the prepared graph (after inline, rfactor, pad), its :func:`stage_key`,
   its loop-level schedule and its own time (seconds, or null when not measured alone);
-* ``time``: the median of ``times`` (seconds) of the whole build, null when it failed (``error``).
+* ``time``: the median of ``times`` (seconds) of the whole build, null when it failed (``error``);
+* ``ref_times`` (optional): the auto schedule's runs, each timed beside one of ``times`` (the tuner
+  pairs them: this VM's speed drifts in bursts of seconds).  Where every record of a workload has
+  them, the database ranks by ``time`` over their median (:attr:`Record.relative`), not by ``time``.
 
 :class:`TuningDatabase` is TVM's ``apply_history_best``: the fastest error-free record of this
 polyad version per workload and device (:meth:`TuningDatabase.best_schedule`), and the fastest
@@ -333,6 +336,8 @@ def _check_record(r, where):
         bad(f"'time' must be seconds (a finite number >= 0) or null, got {r.time!r}")
     if not isinstance(r.times, tuple) or not all(_is_seconds(t) for t in r.times):
         bad(f"'times' must be a list of seconds, got {r.times!r}")
+    if not isinstance(r.ref_times, tuple) or not all(_is_seconds(t) for t in r.ref_times):
+        bad(f"'ref_times' must be a list of seconds, got {r.ref_times!r}")
     if r.error is not None and not isinstance(r.error, str):
         bad(f"'error' must be a message or null, got {r.error!r}")
     if not _is_num(r.timestamp):
@@ -381,6 +386,7 @@ class Record:
     :param times: every measurement of the whole build, in seconds.
     :param error: None, or why the schedule did not build or run.
     :param timestamp: when it was measured (``time.time()``).
+    :param ref_times: the auto schedule's runs timed beside ``times``, in seconds, or () (optional in the file).
     :param polyad: the polyad version that measured it.
     :param schema: the record schema version.
     :param source: the log file it was read from ("" when made here; not written).
@@ -401,6 +407,7 @@ class Record:
     times: tuple = ()
     error: str = None
     timestamp: float = 0.0
+    ref_times: tuple = ()
     polyad: str = field(default_factory=_version)
     schema: int = SCHEMA
     source: str = field(default="", compare=False, repr=False)
@@ -410,8 +417,9 @@ class Record:
     __hash__ = object.__hash__
 
     def __post_init__(self):
-        if isinstance(self.times, list):
-            object.__setattr__(self, "times", tuple(self.times))
+        for f in ("times", "ref_times"):
+            if isinstance(getattr(self, f), list):
+                object.__setattr__(self, f, tuple(getattr(self, f)))
         if isinstance(self.time, int) and not isinstance(self.time, bool):
             object.__setattr__(self, "time", float(self.time))
         if self.schema == SCHEMA:
@@ -419,7 +427,8 @@ class Record:
 
     # -- making one ------------------------------------------------------------------------------
     @classmethod
-    def of(cls, schedule, workload, device, trial=0, candidate="", name="", stages=None, times=(), error=None):
+    def of(cls, schedule, workload, device, trial=0, candidate="", name="", stages=None, times=(), error=None,
+           ref_times=()):
         """A new record of a measurement: its config key, median time, version and timestamp filled in.
 
         :param schedule: the :class:`Schedule` measured (or its dict).
@@ -432,6 +441,7 @@ class Record:
             seconds)`` tuples), or None.
         :param times: the measurements of the whole build, in seconds (empty when it failed).
         :param error: None, or why it failed (the time is then null).
+        :param ref_times: the auto schedule's runs timed beside ``times`` (seconds), or ().
         :returns: the :class:`Record`.
         :raises TuningLogError: when a field has the wrong type.
         :raises ScheduleError: when ``schedule`` is not a schedule.
@@ -449,7 +459,8 @@ class Record:
         median = float(statistics.median(times)) if times and error is None else None
         return cls(workload=workload, device=device, config=config_key(data), schedule=data, trial=trial,
                    candidate=candidate, name=name, stages=entries, time=median, times=times,
-                   error=None if error is None else str(error), timestamp=_time.time())
+                   error=None if error is None else str(error), timestamp=_time.time(),
+                   ref_times=tuple(float(t) for t in ref_times))
 
     # -- JSON ------------------------------------------------------------------------------------
     def to_dict(self):
@@ -459,12 +470,15 @@ class Record:
         """
         if self.raw is not None:
             return dict(self.raw)
-        return {
+        d = {
             "schema": self.schema, "polyad": self.polyad, "workload": self.workload, "name": self.name,
             "device": self.device, "config": self.config, "trial": self.trial, "candidate": self.candidate,
             "schedule": self.schedule, "stages": self.stages, "time": self.time, "times": list(self.times),
             "error": self.error, "timestamp": self.timestamp,
         }
+        if self.ref_times:
+            d["ref_times"] = list(self.ref_times)
+        return d
 
     def to_json(self):
         """The record as one line of JSON (no newline).
@@ -520,6 +534,10 @@ class Record:
             raise TuningLogError(f"{where}: 'times' must be a list of seconds, got {data['times']!r}")
         kwargs = {f: data[f] for f in _FIELDS}
         kwargs["times"] = tuple(data["times"])
+        if "ref_times" in data:  # optional: logs written before the tuner paired runs lack it
+            if not isinstance(data["ref_times"], list):
+                raise TuningLogError(f"{where}: 'ref_times' must be a list of seconds, got {data['ref_times']!r}")
+            kwargs["ref_times"] = tuple(data["ref_times"])
         try:
             return cls(**kwargs, source=src, line=line)
         except TuningLogError as e:
@@ -539,6 +557,17 @@ class Record:
         if self.polyad != _version():
             return f"polyad {self.polyad or '?'} (this is {_version()})"
         return None
+
+    @property
+    def relative(self):
+        """``time`` over the median of ``ref_times`` (the auto runs timed beside it), or None without them.
+
+        :returns: a float or None.
+        """
+        if self.time is None or not self.ref_times:
+            return None
+        ref = statistics.median(self.ref_times)
+        return self.time / ref if ref > 0 else None
 
     @property
     def usable(self):
@@ -832,8 +861,15 @@ class TuningDatabase:
         checked = {(w, d) for w, d, _ in confirmed}
         configs = {k: v for k, v in configs.items() if (k[0], k[1]) not in checked}
         configs.update(confirmed)
+        # a workload whose every record has the auto runs timed beside it ranks by the ratio to them: the
+        # machine's speed drifts between measurements, the ratio does not
+        paired = {}
+        for (w, d, _), runs in configs.items():
+            paired[(w, d)] = paired.get((w, d), True) and all(r.relative is not None for _, r in runs)
         self._best, self._stages = {}, {}
         for (w, d, _), runs in configs.items():
+            if paired[(w, d)]:
+                runs = [(r.relative, r) for _, r in runs]
             t, r = _median(runs)
             cur = self._best.get((w, d))
             if cur is None or t < cur[0]:

@@ -13,14 +13,21 @@ This layer sits above :mod:`polyad.pipeline` (it builds and runs); the schedule 
 logs it writes.
 """
 
+import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from ..errors import PolyadError
 from ..schedule import Schedule
 
 __all__ = ["TuneResult", "tune"]
+
+# candidates the end check measures again beside auto: the search's fastest of hundreds of noisy times is
+# partly luck (softmax's best read 0.94x auto in its search and 1.12x in another process)
+CONFIRM_TOP = 3
 
 
 @dataclass
@@ -28,8 +35,9 @@ class TuneResult:
     """What ``pa.tune`` found.
 
     :param schedule: the fastest measured :class:`~polyad.schedule.Schedule` (the auto schedule when nothing beat it).
-    :param time: its median seconds per run.
-    :param auto_time: the auto schedule's, measured in the same run.
+    :param time: its seconds per run: ``auto_time`` times its median ratio to the auto runs timed beside it (the
+        end check's, else the search's), so that the speed-up is a side-by-side figure.
+    :param auto_time: the auto schedule's median, measured in the same run.
     :param trials: measurements made in this run (the log's earlier ones not counted).
     :param stages: per stage of the chosen schedule: ``{"auto": StageSchedule, "auto_time": s, "tuned":
         StageSchedule, "tuned_time": s}`` (times from the kernels' profile; None where a stage exists on one side
@@ -126,10 +134,11 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
     :param repeat: timed runs per candidate (the median counts).
     :param timeout: seconds a candidate's compile or first run may take.
-    :param confirm: at the end, the best schedule and the auto schedule are measured again side by side, this many
-        times alternately (default 5) (logged as ``candidate="confirm"``; a tuning database takes each configuration's median),
-        and the result's times are those medians; the best must still beat auto there, else auto is the result (0:
-        take the search's figures).
+    :param confirm: at the end, the ``CONFIRM_TOP`` fastest candidates and the auto schedule are measured again, each
+        in a fresh module, this many rounds (default 5) in a rotating order (logged as ``candidate="confirm"``; a
+        tuning database takes each configuration's median).  The one with the lowest median time relative to the
+        auto runs beside it is the result, if it beats auto's own there; else auto is (0: take the search's
+        figures).
     :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).
     :returns: a :class:`TuneResult`.
     :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
@@ -247,7 +256,8 @@ class _Session:
             if rec is not None:
                 # measured in an earlier run: its times teach the search, nothing is measured again
                 t = Trial(rec.time, tuple(rec.times), {n: e.get("time") for n, e in rec.stages.items()
-                                                       if e.get("time") is not None}, rec.error, rec.device)
+                                                       if e.get("time") is not None}, rec.error, rec.device,
+                          ref_times=rec.ref_times)
                 self._tell(c, s, t, search, write=False)
                 continue
             todo.append(c)
@@ -265,11 +275,23 @@ class _Session:
                     bar.set_postfix(best=f"{self.best[0] * 1e3:.3f}ms",
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
 
+    def _paced(self, t):
+        """``t`` at the auto schedule's pace: its time relative to the auto runs timed beside it, times auto's time
+        in this search (its stages scaled alike), so that trials minutes apart compare on a drifting machine;
+        ``t`` itself where nothing was paired (a fake device, an error)."""
+        rel = t.relative
+        if rel is None or self.auto is None or not self.auto.ok or not t.time:
+            return t
+        paced = rel * self.auto.time
+        k = paced / t.time
+        return replace(t, time=paced, stages={n: v * k for n, v in t.stages.items() if v is not None})
+
     def _tell(self, c, s, t, search, write):
+        if c == self.space.auto_config() and self.auto is None:
+            self.auto = t
+        raw, t = t, self._paced(t)
         self.results[c] = t
         search.tell(c, t)
-        if c == self.space.auto_config():
-            self.auto = t
         if t.ok:
             if self.best is None or t.time < self.best[0]:
                 self.best = (t.time, c)
@@ -277,8 +299,7 @@ class _Session:
             self.errors += write
         if write:
             self.history.append((self.trials, self.best[0] if self.best else None))
-        if write:
-            self._write(c, s, t, "auto" if c == self.space.auto_config() else search.name)
+            self._write(c, s, raw, "auto" if c == self.space.auto_config() else search.name)
 
     def _write(self, c, s, t, candidate):
         from ..schedule.tuning import Record, stage_key
@@ -290,29 +311,43 @@ class _Session:
             s, self.wkey, t.device or self.measurer.device_key, trial=self.trial_base + self.written,
             candidate=candidate, name=self.name,
             stages={ch.name: (stage_key(ch.op), ss, t.stages.get(ch.name)) for ch, ss in self.space.stage_pairs(c)},
-            times=t.times if t.ok else (), error=t.error))
+            times=t.times if t.ok else (), error=t.error, ref_times=t.ref_times if t.ok else ()))
 
-    def confirm(self, rounds):
-        """Measure the best and auto alternately ``rounds`` times, each first in every other round: the result
-        compares their medians, taken side by side (a search's figures come from batches minutes apart, on a
-        machine whose load drifts)."""
+    def confirm(self, rounds, top=CONFIRM_TOP):
+        """Measure auto and the ``top`` fastest candidates again, ``rounds`` rounds in a rotating order (none goes
+        first every round), each in a fresh module.  The choice is the lowest median of ``Trial.relative`` (each
+        run over the auto runs beside it) where the measurer pairs runs, else of the times; it must beat auto's
+        own median there.  A search's figures come from batches minutes apart on a machine whose speed drifts,
+        and its fastest of hundreds is partly luck."""
         auto_c = self.space.auto_config()
         if rounds <= 0 or getattr(self.measurer, "deterministic", False) or self.best is None \
                 or self.best[1] == auto_c or self.auto is None or not self.auto.ok:
             return
-        configs = (auto_c, self.best[1])
-        pair = [self.space.schedule(auto_c, "auto"), self.space.schedule(self.best[1], "tuned")]
-        got = ([], [])
+        ranked = sorted((t.time, i, c) for i, (c, t) in enumerate(self.results.items())
+                        if t.ok and c != auto_c and t.time < self.auto.time)
+        configs = [auto_c] + [c for _, _, c in ranked[:top]]
+        scheds = [self.space.schedule(c, "auto" if c == auto_c else "tuned") for c in configs]
+        got = [[] for _ in configs]
         for r in range(rounds):
-            order = (0, 1) if r % 2 == 0 else (1, 0)  # neither goes first every round
-            for i, t in zip(order, self.measurer.measure([pair[i] for i in order])):
+            order = [(i + r) % len(configs) for i in range(len(configs))]
+            for i, t in zip(order, self.measurer.measure([scheds[i] for i in order])):
                 self.compile_s += t.compile_s
                 self.measure_s += t.measure_s
-                self._write(configs[i], pair[i], t, "confirm")
-                if not t.ok:
-                    return  # keep the search's figures
-                got[i].append(t)
-        self.confirmed = tuple(sorted(ts, key=lambda t: t.time)[len(ts) // 2] for ts in got)
+                self._write(configs[i], scheds[i], t, "confirm")
+                if t.ok:
+                    got[i].append(t)
+        if not got[0] or len(got[0]) < rounds:
+            return  # auto itself failed again: keep the search's figures
+
+        def score(ts):
+            rels = [t.relative for t in ts]
+            return float(np.median(rels)) if all(r is not None for r in rels) else float(np.median([t.time for t in ts]))
+
+        # a candidate that failed in any round is out (a flaky build is not a result)
+        scores = [score(ts) if len(ts) == rounds else math.inf for ts in got]
+        best = min(range(len(configs)), key=lambda i: (scores[i], i))
+        median = [sorted(ts, key=lambda t: t.time)[(len(ts) - 1) // 2] if ts else None for ts in got]
+        self.confirmed = (median[0], median[best], configs[best], scores[best] / scores[0] if scores[0] else 1.0)
 
     def close(self):
         if self.writer is not None:
@@ -322,10 +357,14 @@ class _Session:
         if self.auto is None or not self.auto.ok:
             raise PolyadError(f"tune: the auto schedule did not run: {self.auto.error if self.auto else 'no trial'}")
         auto_t, best_t, best_c = self.auto, self.results[self.best[1]], self.best[1]
+        ratio = best_t.time / auto_t.time if auto_t.time else 1.0
         if self.confirmed is not None:
-            auto_t, best_t = self.confirmed
-        if best_t.time >= auto_t.time:
-            best_t, best_c = auto_t, self.space.auto_config()
+            auto_t, best_t, best_c, ratio = self.confirmed
+        if ratio >= 1.0 or best_c == self.space.auto_config():
+            best_t, best_c, ratio = auto_t, self.space.auto_config(), 1.0
+        elif best_t.time:  # its stages at the pace of the total reported
+            k = ratio * auto_t.time / best_t.time
+            best_t = replace(best_t, stages={n: v * k for n, v in best_t.stages.items() if v is not None})
         sched = self.space.schedule(best_c, "tuned" if best_c != self.space.auto_config() else "auto")
         auto_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(self.space.auto_config())}
         tuned_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(best_c)}
@@ -336,7 +375,8 @@ class _Session:
         search_s = max(0.0, total - self.compile_s - self.measure_s)
         a = self.auto.time  # the search's own figures, for the history (trials to reach a share of the speed-up)
         history = [(n, min(b, a) if b is not None else a) for n, b in self.history]
-        return TuneResult(sched, best_t.time, auto_t.time, self.trials, stages, history, self.log_path,
+        # the tuned time is auto's times the ratio the choice was made on (side by side, drift cancelled)
+        return TuneResult(sched, ratio * auto_t.time, auto_t.time, self.trials, stages, history, self.log_path,
                           self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
                                              "search": search_s, "total": total}, self.errors, self.wkey,
                           self.measurer.device_key)

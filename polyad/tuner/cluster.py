@@ -96,7 +96,7 @@ class DaskMeasurer(Measurer):
                 out.append(Trial(error=f"dask task failed: {type(e).__name__}: {str(e)[:300]}",
                                  device=self.device_key))
                 continue
-            d["times"] = tuple(d["times"])
+            d["times"], d["ref_times"] = tuple(d["times"]), tuple(d.get("ref_times", ()))
             out.append(Trial(**d))
         return out
 

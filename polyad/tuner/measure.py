@@ -16,6 +16,14 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
    one :meth:`~polyad.runtime.Module.profile_buffers`, whose per-kernel medians give every stage's time at once
    (Ansor's joint measurement: one build measures a candidate for every stage).
 
+Each timed run of a candidate is paired with a run of the auto schedule's module, kept from the first
+trial, in alternating order (``Trial.ref_times``).  This VM's speed changes in bursts of one to three
+seconds (softmax's backward, one module, read 1.4 ms, then 2.5-3.1 ms for two seconds, then 1.4 again):
+times taken minutes apart rank the moment, not the schedule, and the best of hundreds of such times is
+mostly a lucky moment.  A candidate's time over the auto runs beside it (``Trial.relative``) does not
+drift with the machine, and ``spread`` is judged on those ratios.  A schedule that compiles to the
+reference's own kernels (auto again) is not paired: its ratio is 1 by definition.
+
 A candidate whose first run takes longer than ``timeout`` seconds (or ``slow`` times the auto
 schedule's, when that is over a second) is stopped there and recorded as an error.  :class:`FunctionMeasurer` is a device made of a
 function (tests, and searching a recorded space).
@@ -58,6 +66,8 @@ class Trial:
     :param device: the key of the device it ran on.
     :param compile_s: seconds spent compiling it (its share of the batch's compile time).
     :param measure_s: seconds spent running it.
+    :param ref_times: the auto schedule's runs, each timed next to one of ``times`` (the reference trial's are
+        its own times), or () where the measurer pairs nothing (a fake device).
     """
 
     time: float = None
@@ -67,10 +77,24 @@ class Trial:
     device: str = ""
     compile_s: float = 0.0
     measure_s: float = 0.0
+    ref_times: tuple = ()
 
     @property
     def ok(self):
         return self.error is None and self.time is not None
+
+    @property
+    def relative(self):
+        """Its median over the median of the auto runs timed beside it, or None when nothing was paired."""
+        return relative(self.times, self.ref_times) if self.ok else None
+
+
+def relative(times, ref_times):
+    """median(times) / median(ref_times), or None when either is empty (or the reference took no time)."""
+    if not times or not ref_times:
+        return None
+    ref = float(np.median(ref_times))
+    return float(np.median(times)) / ref if ref > 0 else None
 
 
 _CHUNK = 1 << 18  # elements compared at once: temporaries that stay in L2
@@ -203,6 +227,7 @@ class LocalMeasurer(Measurer):
             raise PolyadError(f"tune: data has {len(self.arrays)} arrays for {len(self.ins)} inputs")
         self.ref_out, self.ref_time = None, None
         self._input_buffers = None
+        self._ref = None  # the auto schedule's (module, buffers), run beside every candidate's timed runs
         self._pool = None  # compiler processes, kept from batch to batch
         first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
         if not first.ok:
@@ -254,13 +279,14 @@ class LocalMeasurer(Measurer):
             else:
                 trial = Trial(error=err, device=self.device_key)
             out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
-                             time.perf_counter() - t1))
+                             time.perf_counter() - t1, trial.ref_times))
         return out
 
     def close(self):
         for w in self._pool or ():
             w.close()
         self._pool = None
+        self._ref = None
 
     def _run(self, program, requests):
         from ..runtime.cache import get_program
@@ -297,16 +323,39 @@ class LocalMeasurer(Measurer):
             return Trial(error=f"too slow: one run took {first:.3g} s, stopped at {limit:.3g} s ({why})")
         for _ in range(self.warmup):
             mod.run(*bufs)
-        times, loser = [], False
+        ref = self._ref
+        kernels_of = sorted(r[0] for r in requests.values())
+        if ref is None:  # this is the reference: keep it, to time beside every later candidate
+            self._ref = ref = (mod, bufs, kernels_of)
+        # the reference's own program again (auto, in the search and the end check) is its own measure: its ratio
+        # to it is 1 whatever two modules of it read at two moments (1.32 in one softmax search)
+        paired = kernels_of != ref[2]
+        if paired:
+            ref[0].run(*ref[1])  # its warm-up: it may have idled for a whole compile batch
+
+        def timed(m, b):
+            t0 = time.perf_counter()
+            m.run(*b)
+            return time.perf_counter() - t0
+
+        times, ref_times, loser = [], [], False
         # more runs while they spread widely (a kernel whose few work-groups split unevenly over the cores
         # was measured at 1.8-3.2 ms run to run): a median of five would rank noise
-        while len(times) < self.repeat or (len(times) < SPREAD_RUNS * self.repeat and not settled(times)):
-            t0 = time.perf_counter()
-            mod.run(*bufs)
-            times.append(time.perf_counter() - t0)
+        while len(times) < self.repeat or (len(times) < SPREAD_RUNS * self.repeat and not (
+                settled([t / r for t, r in zip(times, ref_times)]) if paired else settled(times))):
+            if not paired:
+                times.append(timed(mod, bufs))
+                ref_times.append(times[-1])
+            elif len(times) % 2 == 0:  # neither goes first every time
+                ref_times.append(timed(*ref[:2]))
+                times.append(timed(mod, bufs))
+            else:
+                times.append(timed(mod, bufs))
+                ref_times.append(timed(*ref[:2]))
             # two runs each LOSES times auto's: its rank is known, more runs would only cost (dense_big's
             # search met candidates at 3-30x auto's 14 ms, each run a dozen times)
-            if len(times) == 2 and self.ref_time is not None and min(times) > LOSES * self.ref_time:
+            if len(times) == 2 and self.ref_time is not None and \
+                    all(t > LOSES * r for t, r in zip(times, ref_times)):
                 loser = True
                 break
         med = float(np.median(times))
@@ -314,7 +363,7 @@ class LocalMeasurer(Measurer):
         stages = {}
         for k in program.kernels:
             stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)
-        return Trial(med, tuple(times), stages)
+        return Trial(med, tuple(times), stages, ref_times=tuple(ref_times))
 
 
 def _first_line(e):

@@ -342,3 +342,36 @@ def test_a_configuration_counts_with_its_median_and_the_tuners_check_decides():
     assert db.best_schedule("w", "dev")[0].stages == b.stages  # c was never checked against auto
     db = TuningDatabase([rec(b, 1.0), rec(a, 2.0, "confirm"), rec(b, 2.5, "confirm")])
     assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check found auto faster
+
+
+def test_records_with_the_auto_runs_beside_them_rank_by_the_ratio():
+    """``ref_times`` (auto's runs, each timed beside one of ``times``) is optional in the file; where every
+    record of a workload has it, the database ranks by time over it: b ran in a slow moment (auto took 4 beside
+    it) and is the fastest, though c's raw time is lower."""
+    from polyad.schedule import Schedule, StageSchedule
+    from polyad.schedule.tuning import Record, TuningDatabase
+
+    a = Schedule("auto", stages={"S": StageSchedule(tile=(4,))})
+    b = Schedule("tuned", stages={"S": StageSchedule(tile=(8,))})
+    c = Schedule("tuned", stages={"S": StageSchedule(tile=(16,))})
+
+    def rec(s, t, ref, cand="evolutionary"):
+        return Record.of(s, "w", "dev", candidate=cand, times=[t, t], ref_times=[ref, ref] if ref else ())
+
+    r = rec(b, 3.0, 4.0)
+    data = json.loads(r.to_json())
+    assert data["ref_times"] == [4.0, 4.0] and r.relative == 0.75
+    assert Record.from_dict(data) == r
+    assert "ref_times" not in json.loads(rec(b, 3.0, None).to_json()) and rec(b, 3.0, None).relative is None
+    data["ref_times"] = 4.0
+    with pytest.raises(pa.TuningLogError, match="here: 'ref_times' must be a list"):
+        Record.from_dict(data, "here")
+    data["ref_times"] = [-1.0]
+    with pytest.raises(pa.TuningLogError, match="here: 'ref_times'"):
+        Record.from_dict(data, "here")
+    db = TuningDatabase([rec(a, 2.0, 2.0), rec(b, 3.0, 4.0), rec(c, 1.8, 2.0)])
+    assert db.best_schedule("w", "dev")[0].stages == b.stages  # 0.75 against 0.9 and 1.0
+    db = TuningDatabase([rec(a, 2.0, 2.0), rec(b, 3.0, 4.0), rec(c, 1.8, None)])
+    assert db.best_schedule("w", "dev")[0].stages == c.stages  # one record unpaired: raw times, as before
+    db = TuningDatabase([rec(a, 2.0, 2.0, "confirm"), rec(b, 2.2, 2.0, "confirm"), rec(c, 1.0, 2.0)])
+    assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check decides, by ratio: auto

@@ -219,8 +219,11 @@ def test_runs_that_spread_widely_are_not_settled():
 
 
 def test_the_final_check_takes_turns_at_going_first(tmp_path):
-    """The best and auto are measured again side by side (``confirm``), each first in every other round: the
-    one measured right after the search's batch, or after the other, must not always be the same one."""
+    """Auto and the fastest candidates are measured again (``confirm``) in a rotating order: the one measured
+    right after the search's batch, or after another, must not always be the same one."""
+    from polyad.schedule.tuning import config_key
+    from polyad.tuner import CONFIRM_TOP
+
     ctx = graph_context(*_conv_backward(), ZEN5)
     _, m = _fake(ctx)
     m.deterministic = False  # a device whose times drift: the check runs
@@ -228,13 +231,89 @@ def test_the_final_check_takes_turns_at_going_first(tmp_path):
     measure = m.measure
 
     def spy(schedules):
-        order.append([s.name for s in schedules])
+        order.append([config_key(s) for s in schedules])
         return measure(schedules)
 
     m.measure = spy
-    res = pa.tune(ctx.outputs, ctx.inputs, trials=6, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
     assert res.schedule.name == "tuned"  # the fake device's quirks: some candidate beats auto
-    assert order[-4:] == [["auto", "tuned"], ["tuned", "auto"], ["auto", "tuned"], ["tuned", "auto"]]
+    rounds = order[-4:]
+    assert rounds[0][0] == config_key(ctx.auto) and 2 < len(rounds[0]) <= 1 + CONFIRM_TOP
+    assert all(r[1:] + r[:1] == nxt for r, nxt in zip(rounds, rounds[1:]))
+    # the fake device times each config alike every time: the check keeps the search's fastest
+    assert config_key(res.schedule) == rounds[0][1]
+
+
+def test_a_drifting_machine_searches_as_a_steady_one_by_the_ratio_to_auto():
+    """Batches measured at 3x, 1x and 2x the machine's speed, each run with the auto runs timed beside it:
+    the search ranks by the ratio to them and so makes the steady device's choices."""
+    import itertools
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import config_key
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, steady = _fake(ctx)
+    want = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=steady, seed=3)
+    _, m = _fake(ctx)
+    auto_time = m.measure([ctx.auto])[0].time
+    inner, paces = m.measure, itertools.cycle([3.0, 1.0, 2.0])
+
+    def drifting(schedules):
+        p = next(paces)
+        return [replace(t, time=t.time * p, times=tuple(x * p for x in t.times),
+                        stages={k: v * p for k, v in t.stages.items()}, ref_times=tuple(auto_time * p for _ in t.times))
+                if t.ok else t for t in inner(schedules)]
+
+    m.measure = drifting
+    got = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, seed=3)
+    assert want.speedup > 1.05  # the fake device's quirks: there is something to find
+    assert config_key(got.schedule) == config_key(want.schedule)
+    assert got.speedup == pytest.approx(want.speedup, rel=1e-9)
+
+
+def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
+    """The search's fastest was a lucky moment: measured again beside auto it is 1.2x auto. The check measures
+    the next fastest too, and that one is the result, at its side-by-side speed-up."""
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import config_key, read_log, workload_key
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False
+    inner, seen, lucky = m.measure, set(), []
+    auto_key = config_key(ctx.auto)
+
+    def measure(schedules):
+        out = []
+        for s, t in zip(schedules, inner(schedules)):
+            k = config_key(s)
+            if t.ok:
+                auto = inner([ctx.auto])[0].time
+                t = replace(t, ref_times=tuple(auto for _ in t.times))
+                if k in lucky and k in seen:  # measured again: its search time was luck
+                    t = replace(t, time=1.2 * auto, times=tuple(1.2 * auto for _ in t.times))
+            seen.add(k)
+            out.append(t)
+        return out
+
+    m.measure = measure
+    log = tmp_path / "l.jsonl"
+    # the search's ranking, to know its best and runner-up
+    first = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=0)
+    ranked = sorted((r.time, r.config) for r in read_log(log) if r.error is None and r.config != auto_key)
+    lucky.append(ranked[0][1])
+    assert config_key(first.schedule) == lucky[0]
+    seen.clear()
+    log2 = tmp_path / "l2.jsonl"
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log2, confirm=3)
+    assert config_key(res.schedule) == ranked[1][1]
+    assert res.speedup == pytest.approx(first.auto_time / ranked[1][0], rel=1e-9)
+    from polyad.schedule.tuning import TuningDatabase
+
+    rec = TuningDatabase.from_logs(log2).best_schedule(workload_key(ctx.outputs, ctx.inputs), m.device_key)[1]
+    assert rec.config == ranked[1][1]  # the database applies what the check chose
 
 
 def test_a_candidate_is_compared_with_auto_chunk_by_chunk(monkeypatch):
