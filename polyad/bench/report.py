@@ -36,6 +36,7 @@ COLUMNS = [
     ("tune_s", "tuning s", "s"),
     ("tune_trials", "tuning trials", "n"),
     ("tune_speedup", "tuned/auto speed-up", "x"),
+    ("tuned_vs_auto", "tuned/auto bwd (run by run)", "x"),
     ("tune_trials_90", "trials to 90%", "n"),
     ("diff_s", "differentiate s", "s"),
     ("build_cold_s", "build s cold (vjp)", "s"),
@@ -112,7 +113,10 @@ def _explanation():
             "keeps nothing between calls. Training steps (mlp_step, lenet_step): forward, backward and an SGD update "
             f"(lr {SGD_LR:g}) of every parameter, the parameters carried on the device from step to step; (vjp): pa.vjp's forward and "
             "backward; (recompute): the plain forward and the recomputing backward; torch: forward, autograd.grad, "
-            "in-place update. Errors: max|g - ref| / max|ref| "
+            "in-place update. Tuned rows: the tuner's own speed-up (auto over tuned, its end check), and tuned/auto bwd "
+            "(run by run): the tuned row's vjp backward over the auto row's, timed in alternating pairs of runs after "
+            "both rows (the median of the pairs' ratios; below 1: the tuned schedule is faster). "
+            "Errors: max|g - ref| / max|ref| "
             f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
 
 

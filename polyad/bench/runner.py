@@ -622,14 +622,15 @@ def run_workload(name, case, opts, api, log):
         graphs["grad"], diff = _pair(attempt(differentiate))
     graphs["hand"] = attempt(lambda: case.hand_te(case.placeholders()))
 
-    rows = []
+    rows, bwd_runs = [], {}
     for sched in opts.schedules:
         row = {"workload": name, "schedule": sched, "diff_s": diff, **shared}
         spec = schedule_spec(sched)
         if sched == "tuned":
             spec, tuning = tuned_spec(name, case, opts, log)
             row.update(tuning)
-        row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards, torch_run))
+        row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards, torch_run,
+                               keep=bwd_runs.setdefault(sched, {})))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
@@ -640,7 +641,38 @@ def run_workload(name, case, opts, api, log):
                 ratio(row[step], row["torch_step_ms"], step.replace("_ms", "").replace("_", " "), "torch step")
         rows.append(row)
         log(_progress(row))
+    # tuned against auto, run by run: the rows above were timed minutes apart (conv2d_3x3's tuned row read
+    # 3.78 ms against auto's 2.25 in one run, 0.86x in another process)
+    for row in rows:
+        if row["schedule"] == "tuned":
+            runs = (bwd_runs.get("auto", {}).get("bwd"), bwd_runs["tuned"].get("bwd"))
+            row["tuned_vs_auto"] = Cell.missing("needs --schedule auto tuned and their vjp backwards") \
+                if None in runs else go(interleaved_ratio, *runs, rep, budget)
     return rows
+
+
+#: rounds of :func:`interleaved_ratio`
+INTERLEAVED_ROUNDS = 10
+
+
+def interleaved_ratio(run_a, run_b, repeat=5, budget_s=30.0, rounds=INTERLEAVED_ROUNDS):
+    """``run_b``'s time over ``run_a``'s, run by run: ``rounds`` rounds of ``repeat`` pairs, one run of each a
+    pair, the first of a pair alternating; the median of the pairs' ratios.  This VM's speed changes in bursts
+    of seconds, which a pair (two runs, milliseconds apart) shares.  Fewer rounds where they would exceed
+    ``budget_s``."""
+    per_pair = _warm_up(run_a) + _warm_up(run_b)
+    k = max(1, min(rounds, int(budget_s // max(per_pair * repeat, 1e-9))))
+    ratios = []
+    for i in range(k * repeat):
+        if i % 2:
+            b = _as_times(run_b(1))[0]
+            a = _as_times(run_a(1))[0]
+        else:
+            a = _as_times(run_a(1))[0]
+            b = _as_times(run_b(1))[0]
+        ratios.append(b / a)
+    return Cell(statistics.median(ratios), note=f"median of {len(ratios)} run-by-run ratios, alternating" + (
+        f" (time budget {budget_s:g} s)" if k < rounds else ""))
 
 
 def tuned_spec(name, case, opts, log):
@@ -689,12 +721,13 @@ def schedule_spec(name):
 
 
 def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, backwards=BACKWARDS,
-                torch_run=None):
+                torch_run=None, keep=None):
     """The polyad cells of one schedule: the forward, pa.vjp's backward, the recomputing backward, the
     hand-written gradient (through the same vjp split), and for a training step both steps.
 
     ``torch_run`` (a ``run_n`` of torch's backward, or None): the two backwards and torch's are then timed
-    side by side (:func:`paired`), and the row's ``torch_ms`` is that measurement's."""
+    side by side (:func:`paired`), and the row's ``torch_ms`` is that measurement's.  ``keep`` (a dict, or
+    None) gets ``"bwd"``: the ``run_n`` of pa.vjp's backward, to time against another schedule's later."""
     row = {}
     side_by_side = []  # (row key, run_n) of the backwards timed with torch's
 
@@ -731,6 +764,8 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
         row["bwd_ms"] = cells["ms"]
         row["build_cold_s"], row["build_warm_s"] = cells["build_cold_s"], cells["build_warm_s"]
         row["residuals"] = v.saved_names() if isinstance(v, VJPColumns) else f"n/a: {v.na}"
+        if keep is not None and isinstance(v, VJPColumns):
+            keep["bwd"] = v.run_n
     else:
         v = None
         for k in ("bwd_ms", "build_cold_s", "build_warm_s", "err"):

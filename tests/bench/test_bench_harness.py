@@ -321,3 +321,24 @@ def test_bench_builds_cold_but_keeps_the_device_records(tmp_path, monkeypatch, k
         assert seen["POLYAD_CACHE_DIR"] != str(usual)
         assert seen["POLYAD_DEVICE_CACHE_DIR"] == os.path.join(str(usual), "devices")
     assert os.environ["POLYAD_CACHE_DIR"] == str(usual) and "POLYAD_DEVICE_CACHE_DIR" not in os.environ
+
+
+def test_tuned_against_auto_is_timed_run_by_run_in_alternating_pairs():
+    """Each pair runs one of each, the first alternating, and the ratio is the median of the pairs': a machine
+    that slows down 3x every other pair does not move it."""
+    calls = []
+
+    def run(name, t):
+        def run_n(n):
+            calls.append(name)
+            # bursts: every other pair runs 3x slower (the warm-ups make an even number of calls, so a pair's
+            # two runs share their pace)
+            return [t * (3.0 if (len(calls) - 1) // 2 % 2 else 1.0)] * n
+        return run_n
+
+    cell = runner.interleaved_ratio(run("auto", 2e-6), run("tuned", 1e-6), repeat=4, budget_s=10.0, rounds=3)
+    assert cell.value == pytest.approx(0.5) and "12 run-by-run ratios" in cell.note
+    timed = calls[-24:]  # after the warm-ups
+    assert [timed[i] for i in range(0, 24, 2)] == ["auto", "tuned"] * 6  # the first of a pair alternates
+    short = runner.interleaved_ratio(run("auto", 2.0), run("tuned", 1.0), repeat=4, budget_s=10.0, rounds=3)
+    assert "time budget" in short.note  # 3 rounds of 4 pairs of 3 s do not fit in 10 s: one round

@@ -77,11 +77,14 @@ def test_the_tuned_schedule_tunes_the_vjp_backward_and_applies_its_log(tmp_path,
     """--schedule tuned --tune-budget: pa.tune on the workload's vjp backward, logged under OUT/tuning, then the
     row's builds take pa.tuned(log); the log's records are of the graph the vjp column builds (no fallback)."""
     case = WORKLOADS["softmax"].instantiate(**tiny_shapes()["softmax"])
-    opts = SimpleNamespace(schedules=["tuned"], tune_budget=1.0, tuning_log=None, out=tmp_path, seed=0, repeat=2,
-                           time_budget=10.0, workload_budget=None, backward=["vjp"], torch=False, batch=None)
+    opts = SimpleNamespace(schedules=["auto", "tuned"], tune_budget=1.0, tuning_log=None, out=tmp_path, seed=0,
+                           repeat=2, time_budget=10.0, workload_budget=None, backward=["vjp"], torch=False, batch=None)
     rows = runner.run_workload("softmax", case, opts, runner._polyad_api("opencl"), lambda s: None)
-    row = rows[0]
+    row = rows[1]
     assert row["schedule"] == "tuned" and row["bwd_ms"].ok and row["err"].value < 1e-3
+    # tuned against auto, timed run by run after both rows (the auto row has no such cell)
+    assert row["tuned_vs_auto"].ok and 0 < row["tuned_vs_auto"].value < 5 and "run-by-run" in row["tuned_vs_auto"].note
+    assert "tuned_vs_auto" not in rows[0]
     assert row["tune_s"].value > 0 and row["tune_trials"].value >= 1 and row["tune_speedup"].value >= 1.0
     assert (tmp_path / "tuning" / "softmax.jsonl").exists()
     # the log holds the graph pa.vjp's backward builds (pa.vjp's split, as polyad.pipeline.vjp makes it)
