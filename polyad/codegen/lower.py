@@ -9,6 +9,7 @@ of the grid band's image (isl ``dim_min``/``dim_max``); work-items of the box
 outside the image do nothing (the AST guards them).
 """
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import islpy as isl
@@ -81,6 +82,30 @@ def lower_kernel(spec, node):
     return LoweredKernel(spec, ast, params, tuple(box))
 
 
+#: kernel schedule (isl text) -> (AST, grid params, grid box): the most recent ``_MEMO_SIZE`` kernels' ASTs
+_MEMO = OrderedDict()
+_MEMO_SIZE = 256
+
+
+def _lowered(spec, node, own):
+    """``lower_kernel``, its AST reused where the kernel's own schedule (``own``: one kernel's) was lowered
+    before.  The AST is a function of the schedule alone (the statements' bodies are emitted from ``spec``
+    later), and a tuner's candidate changes one or two stages: conv2d_5x5_s3's backward spent 2.6 s of its
+    3.6 s of code generation here, a candidate."""
+    if own is None:
+        return lower_kernel(spec, node)
+    key = own.to_str()
+    hit = _MEMO.get(key)
+    if hit is None:
+        k = lower_kernel(spec, node)
+        hit = _MEMO[key] = (k.ast, k.grid_params, k.grid_box)
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    else:
+        _MEMO.move_to_end(key)
+    return LoweredKernel(spec, *hit)
+
+
 def lower(tree):
     """One LoweredKernel per kernel mark of ``tree`` (a ModuleTree), in execution order.
 
@@ -89,6 +114,12 @@ def lower(tree):
     in the number of stages, quadratic over a build (a 600-stage gradient
     spent 18 s there).
     """
-    scheds = tree.kernel_schedules or (tree.schedule,)
     specs = {k.name: k for k in tree.kernels}
-    return [lower_kernel(specs[name], node) for s in scheds for name, node in kernel_nodes(s)]
+    if not tree.kernel_schedules:
+        return [lower_kernel(specs[name], node) for name, node in kernel_nodes(tree.schedule)]
+    out = []
+    for s in tree.kernel_schedules:
+        nodes = kernel_nodes(s)
+        for name, node in nodes:
+            out.append(_lowered(specs[name], node, s if len(nodes) == 1 else None))
+    return out

@@ -1133,6 +1133,37 @@ def _lane_partials(op, info, dm, graph):
     return [StageSchedule(tile=_lane_tile(op.shape, info.loads, dm), vectorize=vec)]
 
 
+def _step_variants(ss, shape, dm, reduction):
+    """The blocks one step from ``ss``: one tile dimension doubled or halved (within the stage, whole vectors
+    along the innermost), the vector width doubled or halved (dividing the innermost tile), unroll 1, 2 or 4
+    on a reduction; phase and work-group kept."""
+    tile = ss.tile or (1,) * len(shape)
+    widths = [v for v in dm.widths if v <= max(dm.vector_width, 1)] or [1]
+    out = []
+    for d, t in enumerate(tile):
+        for n in (t * 2, t // 2):
+            if 1 <= n <= shape[d] and (d < len(tile) - 1 or n % ss.vectorize == 0):
+                out.append(dataclasses.replace(ss, tile=tile[:d] + (n,) + tile[d + 1:]))
+    for v in (ss.vectorize * 2, ss.vectorize // 2):
+        if v in widths + [1] and tile[-1] % v == 0:
+            out.append(dataclasses.replace(ss, tile=tile, vectorize=v))
+    if reduction:
+        out += [dataclasses.replace(ss, unroll=u) for u in _const("block_steps", "unrolls") if u != ss.unroll]
+    return [v for v in out if v != ss]
+
+
+def _propose_steps(op, info, dm, graph):
+    """The one-step variants of every deciding rule's block that applies (its measured neighbours were only a
+    few; the tuner measures the rest)."""
+    out = []
+    for name in _const("block_steps", "of"):
+        r = RULE[name]
+        if r.applies is None or r.applies(op, info, dm, graph):
+            for ss in r.propose(op, info, dm, graph):
+                out += _step_variants(ss, op.shape, dm, bool(info.reduction))
+    return out
+
+
 def _proposes(propose):
     """``applies`` of a rule that decides: it proposes a block for the stage."""
 
@@ -1583,6 +1614,16 @@ RULES = (
          {"min_row": 512, "max_block": 4096},
          "PoCL, a 32x100x20x25 relu: blocks of whole rows of >= 512 elements 37-70 GB/s against 4.5 GB/s naive",
          propose=_propose_whole_rows, ranked=_never),
+    # after every ranked proposal: a block another rule proposes stays that rule's (and ranked)
+    Rule("block_steps", "stage",
+         "for the tuner: the blocks one step from a deciding rule's (a tile dimension doubled or halved, the vector "
+         "width doubled or halved, unroll 1, 2 or 4 on a reduction); the model does not rank them",
+         {"of": ("batch_blocks", "padded_rows", "copy_rows", "batch_back", "batch_last_copy", "row_partials",
+                 "lane_partials"), "unrolls": (1, 2, 4)},
+         "not timed as a family: the deciding rules' own measurements (above) visited 3-8 such neighbours each, "
+         "and found 1.3-2x between them; the tuner's search had no way to their other neighbours "
+         "(conv2d_5x5_s3's dX: one batch_blocks block among 2705 grid and phase candidates)",
+         propose=_propose_steps, ranked=_never),
     # stage: limits and variants
     Rule("tuple_reducers", "stage",
          "tuple reducers (an argmax through selects), rank >= 2: blocks along the last dimension only, of at least 8",

@@ -356,14 +356,17 @@ class _Session:
     def result(self, total):
         if self.auto is None or not self.auto.ok:
             raise PolyadError(f"tune: the auto schedule did not run: {self.auto.error if self.auto else 'no trial'}")
+        # the search's best (its time paced: at auto's pace in this search), or the end check's choice, whose time
+        # is auto's there times the ratio the choice was made on (side by side, drift cancelled)
         auto_t, best_t, best_c = self.auto, self.results[self.best[1]], self.best[1]
-        ratio = best_t.time / auto_t.time if auto_t.time else 1.0
+        tuned = best_t.time
         if self.confirmed is not None:
             auto_t, best_t, best_c, ratio = self.confirmed
-        if ratio >= 1.0 or best_c == self.space.auto_config():
-            best_t, best_c, ratio = auto_t, self.space.auto_config(), 1.0
+            tuned = ratio * auto_t.time
+        if tuned >= auto_t.time or best_c == self.space.auto_config():
+            best_t, best_c, tuned = auto_t, self.space.auto_config(), auto_t.time
         elif best_t.time:  # its stages at the pace of the total reported
-            k = ratio * auto_t.time / best_t.time
+            k = tuned / best_t.time
             best_t = replace(best_t, stages={n: v * k for n, v in best_t.stages.items() if v is not None})
         sched = self.space.schedule(best_c, "tuned" if best_c != self.space.auto_config() else "auto")
         auto_pairs = {ch.name: ss for ch, ss in self.space.stage_pairs(self.space.auto_config())}
@@ -375,8 +378,7 @@ class _Session:
         search_s = max(0.0, total - self.compile_s - self.measure_s)
         a = self.auto.time  # the search's own figures, for the history (trials to reach a share of the speed-up)
         history = [(n, min(b, a) if b is not None else a) for n, b in self.history]
-        # the tuned time is auto's times the ratio the choice was made on (side by side, drift cancelled)
-        return TuneResult(sched, ratio * auto_t.time, auto_t.time, self.trials, stages, history, self.log_path,
+        return TuneResult(sched, tuned, auto_t.time, self.trials, stages, history, self.log_path,
                           self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
                                              "search": search_s, "total": total}, self.errors, self.wkey,
                           self.measurer.device_key)

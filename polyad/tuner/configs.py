@@ -24,6 +24,21 @@ class StageChoices:
     info: object  # schedule.cost.StageInfo
     candidates: tuple  # of StageSchedule
 
+    def steps(self, i):
+        """The candidates one step from candidate ``i``: the same but for one field (one tile dimension, the
+        vector width, the unroll or the work-group), by index; computed once per candidate."""
+        cache = self.__dict__.setdefault("_steps", {})
+        if i not in cache:
+            me = _fields(self.candidates[i])
+            cache[i] = [j for j, c in enumerate(self.candidates)
+                        if j != i and sum(a != b for a, b in zip(me, _fields(c))) == 1]
+        return cache[i]
+
+
+def _fields(ss):
+    """A stage schedule as the fields a step changes one of (each tile dimension its own)."""
+    return tuple(ss.tile or ()) + (len(ss.tile or ()), ss.vectorize, ss.unroll, ss.local_size, ss.phase, ss.grid_dims)
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -97,9 +112,11 @@ class ConfigSpace:
         v = rng.randrange(len(self.variants))
         return (v, tuple(rng.randrange(len(s.candidates)) for s in self.variants[v].stages))
 
-    def mutate(self, config, rng, p_variant=0.1):
+    def mutate(self, config, rng, p_variant=0.1, p_step=0.5):
         """A neighbour: another graph variant (stages that stay keep their candidates), or one or two
-        stages with another candidate."""
+        stages with another candidate: with probability ``p_step`` one a step from its own (one tile dimension
+        doubled or halved, another vector width or unroll: Ansor's tile-size mutation), else any.  A stage
+        has hundreds to thousands of candidates; a good block's neighbours are where the next one usually is."""
         v, picks = config
         if len(self.variants) > 1 and rng.random() < p_variant:
             w = rng.choice([i for i in range(len(self.variants)) if i != v])
@@ -110,7 +127,8 @@ class ConfigSpace:
         picks = list(picks)
         for _ in range(1 if rng.random() < 0.7 else 2):
             i = rng.randrange(len(stages))
-            picks[i] = rng.randrange(len(stages[i].candidates))
+            near = stages[i].steps(picks[i]) if rng.random() < p_step else None
+            picks[i] = rng.choice(near) if near else rng.randrange(len(stages[i].candidates))
         return (v, tuple(picks))
 
     def crossover(self, a, b, rng):

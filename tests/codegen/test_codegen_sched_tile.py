@@ -285,6 +285,52 @@ def test_legality_check_rejects_reordered_reductions():
     rev = _insert_band(rev, ists, lambda x: [str(rank[x.role])])
     with pytest.raises(ScheduleError, match="reorder dependent"):
         check_legality(op, ists, rev)
+    with pytest.raises(ScheduleError, match="reorder dependent"):  # a failure is not remembered as a pass
+        check_legality(op, ists, rev)
+    check_legality(op, ists, good)
+
+
+def test_unchanged_stages_reuse_their_ast_and_legality_check(monkeypatch):
+    """A tuner's candidate changes one stage and regenerates all: the other stages' kernel ASTs and legality
+    checks are taken from memory, and the source is the one a generation without memory gives."""
+    import sys
+
+    from polyad.codegen import tree
+
+    lower = sys.modules["polyad.codegen.lower"]  # the package's ``lower`` is the function of that name
+
+    X = pa.placeholder((16, 12), name="X")
+    W = pa.placeholder((12, 16), name="W")
+    k = pa.reduce_axis((0, 12), name="k")
+    T = pa.compute((16, 16), lambda i, j: pa.sum(X[i, k] * W[k, j], axis=k), name="T")
+    U = pa.compute((16, 16), lambda i, j: pa.tanh(T[i, j]) * 2.0, name="U")
+
+    def sched(t):
+        return Schedule("s", stages={"T": StageSchedule(tile=t, vectorize=4), "U": StageSchedule(tile=(2, 8))})
+
+    calls = {"ast": 0, "legal": 0}
+    real_lower, real_check = lower.lower_kernel, tree._check_legality
+
+    def counting_lower(spec, node):
+        calls["ast"] += 1
+        return real_lower(spec, node)
+
+    def counting_check(op, ists, s):
+        calls["legal"] += 1
+        return real_check(op, ists, s)
+
+    monkeypatch.setattr(lower, "lower_kernel", counting_lower)
+    monkeypatch.setattr(tree, "_check_legality", counting_check)
+    monkeypatch.setattr(lower, "_MEMO", type(lower._MEMO)())
+    monkeypatch.setattr(tree, "_LEGAL", type(tree._LEGAL)())
+    first = generate([U], [X, W], sched((2, 8)))
+    assert calls == {"ast": 2, "legal": 2}
+    again = generate([U], [X, W], sched((4, 8)))  # T changed, U did not
+    assert calls == {"ast": 3, "legal": 3}
+    assert generate([U], [X, W], sched((2, 8))).source == first.source and calls == {"ast": 3, "legal": 3}
+    monkeypatch.setattr(lower, "_MEMO", type(lower._MEMO)())
+    monkeypatch.setattr(tree, "_LEGAL", type(tree._LEGAL)())
+    assert generate([U], [X, W], sched((4, 8))).source == again.source  # from scratch: the same code
 
 
 def test_wide_index_tiles_compile_without_allocating():

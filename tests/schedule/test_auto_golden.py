@@ -138,6 +138,41 @@ def test_stage_space_names_the_rule_of_each_candidate():
         assert [c.schedule for c in fast.candidates] == sp.ranked() and fast.decided == sp.decided
         if sp.decided:
             assert len(sp.ranked()) == 1 and sp.ranked()[0].tile  # the rule's measured block, ranked alone
-    assert {"grid", "lane_partials", "padded_rows", "channel_tiles", "more_unrolls"} <= seen
+    assert {"grid", "lane_partials", "padded_rows", "channel_tiles", "more_unrolls", "block_steps"} <= seen
     assert decided == {"d_W_from_conv2d_rf": "lane_partials", "d_X_from_conv2d": "padded_rows",
                        "d_W_from_conv2d": None, "H_pad": "copy_rows"}
+
+
+def test_the_tuner_gets_the_blocks_one_step_from_a_deciding_rules():
+    """block_steps: a deciding rule's block with one tile dimension doubled or halved, another vector width or
+    unroll, for the tuner (the model never ranks them, so auto is what it was); proposals another rule makes
+    stay that rule's."""
+    from polyad.schedule.space import _step_variants
+
+    dm = MODELS["zen5-former-constants"]
+    g = graph_decisions(uniquely_named(_conv_grads(size=28)), dm)
+    added = 0
+    for op in stage_ops(g.outputs)[0]:
+        if op.name in g.inline:
+            continue
+        sp = stage_space(op, dm, g, g.infos[op.name])
+        if not sp.decided:
+            continue
+        (own,) = [c.schedule for c in sp.candidates if c.rule == sp.decided]
+        want = set(_step_variants(own, op.shape, dm, bool(g.infos[op.name].reduction)))
+        assert want and own not in want
+        for ss in want:
+            changed = [d for d, (a, b) in enumerate(zip(ss.tile, own.tile)) if a != b]
+            if changed:
+                (d,) = changed
+                assert ss.tile[d] in (2 * own.tile[d], own.tile[d] // 2) and (ss.vectorize, ss.unroll) == (
+                    own.vectorize, own.unroll)
+            else:
+                assert (ss.vectorize != own.vectorize) + (ss.unroll != own.unroll) == 1
+            assert ss.tile[-1] % ss.vectorize == 0 and all(1 <= t <= n for t, n in zip(ss.tile, op.shape))
+        # every step is in the space once: under block_steps, never ranked, or under the rule that proposed it
+        steps = [c for c in sp.candidates if c.rule == "block_steps"]
+        assert want <= {c.schedule for c in sp.candidates} and not any(c.ranked for c in steps)
+        assert {c.schedule for c in steps} == want - {c.schedule for c in sp.candidates if c.rule != "block_steps"}
+        added += len(steps)
+    assert added  # some step is new to the space

@@ -316,6 +316,36 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
     assert rec.config == ranked[1][1]  # the database applies what the check chose
 
 
+def test_a_step_mutation_changes_one_field_of_one_stage():
+    """Ansor's tile-size mutation: with p_step=1 a mutated stage moves to a candidate that differs from its own in
+    one field (a tile dimension, the vector width, the unroll, the work-group)."""
+    import random
+
+    from polyad.tuner.configs import _fields
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    class OneStage(random.Random):
+        def random(self):  # one stage mutated, by a step
+            return 0.0
+
+    rng = OneStage(0)
+    c = space.auto_config()
+    moved = 0
+    for _ in range(40):
+        m = space.mutate(c, rng, p_variant=0.0, p_step=1.0)
+        stages = space.variants[m[0]].stages
+        for st, a, b in zip(stages, c[1], m[1]):
+            if a != b:
+                moved += 1
+                if st.steps(a):  # a candidate with no step moves anywhere
+                    fa, fb = _fields(st.candidates[a]), _fields(st.candidates[b])
+                    assert sum(x != y for x, y in zip(fa, fb)) == 1, (st.candidates[a], st.candidates[b])
+    assert moved >= 40
+    st = next(s for s in space.variants[0].stages if len(s.candidates) > 10)
+    assert st.steps(0) == st.steps(0) and 0 not in st.steps(0)
+
+
 def test_a_candidate_is_compared_with_auto_chunk_by_chunk(monkeypatch):
     """The wrong-result check reads every element, across chunk boundaries, in the outputs' own type."""
     import numpy as np
