@@ -35,7 +35,7 @@ COLUMNS = [
     ("step_recompute_vs_torch", "step vs torch (recompute)", "x"),
     ("tune_s", "tuning s", "s"),
     ("tune_trials", "tuning trials", "n"),
-    ("tune_speedup", "tuned/auto speed-up", "x"),
+    ("tune_speedup", "tuner speed-up (auto/tuned)", "x"),
     ("tuned_vs_auto", "tuned/auto bwd (run by run)", "x"),
     ("tune_trials_90", "trials to 90%", "n"),
     ("diff_s", "differentiate s", "s"),
