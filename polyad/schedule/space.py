@@ -1137,6 +1137,8 @@ def _step_variants(ss, shape, dm, reduction):
     """The blocks one step from ``ss``: one tile dimension doubled or halved (within the stage, whole vectors
     along the innermost), the vector width doubled or halved (dividing the innermost tile), unroll 1, 2 or 4
     on a reduction; phase and work-group kept."""
+    if not shape:
+        return []
     tile = ss.tile or (1,) * len(shape)
     widths = [v for v in dm.widths if v <= max(dm.vector_width, 1)] or [1]
     out = []
