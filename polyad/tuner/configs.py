@@ -114,8 +114,8 @@ class ConfigSpace:
 
     def mutate(self, config, rng, p_variant=0.1, p_step=0.5):
         """A neighbour: another graph variant (stages that stay keep their candidates), or one or two
-        stages with another candidate: with probability ``p_step`` one a step from its own (one tile dimension
-        doubled or halved, another vector width or unroll: Ansor's tile-size mutation), else any.  A stage
+        stages with another candidate: with probability ``p_step`` one a step from its own (the same but for one
+        tile dimension, the vector width, the unroll or the work-group: Ansor's tile-size mutation), else any.  A stage
         has hundreds to thousands of candidates; a good block's neighbours are where the next one usually is."""
         v, picks = config
         if len(self.variants) > 1 and rng.random() < p_variant:
