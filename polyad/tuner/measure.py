@@ -20,7 +20,7 @@ Each timed run of a candidate is paired with a run of the auto schedule's module
 trial, in alternating order (``Trial.ref_times``).  This VM's speed changes in bursts of one to three
 seconds (softmax's backward, one module, read 1.4 ms, then 2.5-3.1 ms for two seconds, then 1.4 again):
 times taken minutes apart rank the moment, not the schedule, and the best of hundreds of such times is
-mostly a lucky moment.  A candidate's time over the auto runs beside it (``Trial.relative``) does not
+partly a lucky moment.  A candidate's time over the auto runs beside it (``Trial.relative``) does not
 drift with the machine, and ``spread`` is judged on those ratios.  A schedule that compiles to the
 reference's own kernels (auto again) is not paired: its ratio is 1 by definition.
 
