@@ -51,7 +51,7 @@ from . import Schedule, StageSchedule
 
 __all__ = [
     "SCHEMA", "stage_key", "workload_key", "config_key", "Record", "stage_entries", "TuningLog", "read_log",
-    "measured", "TuningDatabase", "tuning_log", "active_database", "tuned", "Tuned",
+    "measured", "relative_to", "TuningDatabase", "tuning_log", "active_database", "tuned", "Tuned",
 ]
 
 SCHEMA = 1
@@ -564,10 +564,7 @@ class Record:
 
         :returns: a float or None.
         """
-        if self.time is None or not self.ref_times:
-            return None
-        ref = statistics.median(self.ref_times)
-        return self.time / ref if ref > 0 else None
+        return relative_to(self.time, self.ref_times)
 
     @property
     def usable(self):
@@ -806,6 +803,20 @@ def read_log(path, strict=True):
             raise TuningLogError(msg)
         warnings.warn(msg + "; the line is skipped", RuntimeWarning, stacklevel=2)
     return out
+
+
+def relative_to(seconds, ref_times):
+    """``seconds`` over the median of ``ref_times`` (the auto schedule's runs timed beside it): a time that does not
+    drift with the machine.  None when either is missing, or the reference took no time.
+
+    :param seconds: a median time, or None.
+    :param ref_times: the reference runs, seconds.
+    :returns: a float or None.
+    """
+    if seconds is None or not ref_times:
+        return None
+    ref = statistics.median(ref_times)
+    return seconds / ref if ref > 0 else None
 
 
 def measured(records, workload, device):

@@ -85,16 +85,11 @@ class Trial:
 
     @property
     def relative(self):
-        """Its median over the median of the auto runs timed beside it, or None when nothing was paired."""
-        return relative(self.times, self.ref_times) if self.ok else None
+        """Its median over the median of the auto runs timed beside it, or None when nothing was paired (what a
+        log's record of it gives, ``Record.relative``)."""
+        from ..schedule.tuning import relative_to
 
-
-def relative(times, ref_times):
-    """median(times) / median(ref_times), or None when either is empty (or the reference took no time)."""
-    if not times or not ref_times:
-        return None
-    ref = float(np.median(ref_times))
-    return float(np.median(times)) / ref if ref > 0 else None
+        return relative_to(float(np.median(self.times)), self.ref_times) if self.ok and self.times else None
 
 
 _CHUNK = 1 << 18  # elements compared at once: temporaries that stay in L2
@@ -352,10 +347,9 @@ class LocalMeasurer(Measurer):
             else:
                 times.append(timed(mod, bufs))
                 ref_times.append(timed(*ref[:2]))
-            # two runs each LOSES times auto's: its rank is known, more runs would only cost (dense_big's
-            # search met candidates at 3-30x auto's 14 ms, each run a dozen times)
-            if len(times) == 2 and self.ref_time is not None and \
-                    all(t > LOSES * r for t, r in zip(times, ref_times)):
+            # two runs each LOSES times auto's beside them: its rank is known, more runs would only cost
+            # (dense_big's search met candidates at 3-30x auto's 14 ms, each run a dozen times)
+            if len(times) == 2 and all(t > LOSES * r for t, r in zip(times, ref_times)):
                 loser = True
                 break
         med = float(np.median(times))
