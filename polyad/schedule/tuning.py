@@ -51,7 +51,7 @@ from . import Schedule, StageSchedule
 
 __all__ = [
     "SCHEMA", "stage_key", "workload_key", "config_key", "Record", "stage_entries", "TuningLog", "read_log",
-    "measured", "relative_to", "TuningDatabase", "tuning_log", "active_database", "tuned", "Tuned",
+    "measured", "relative_to", "confirmed_choice", "MARGIN", "TuningDatabase", "tuning_log", "active_database", "tuned", "Tuned",
 ]
 
 SCHEMA = 1
@@ -819,6 +819,30 @@ def relative_to(seconds, ref_times):
     return seconds / ref if ref > 0 else None
 
 
+#: a tuned schedule replaces auto only where the tuner's end check measured it at most this fraction of auto's
+#: time.  Two fresh modules of one program read up to 3% apart (and a third of one in a burst), and a
+#: benchmark's 50 paired runs moved 3-4% from one process to the next: a smaller gain than this is as likely
+#: a loss, and "never slower than auto" is worth more than it.
+MARGIN = 0.98
+
+
+def confirmed_choice(scores, auto):
+    """What the tuner's end check chooses, and a tuning database after it: the configuration of lowest score if
+    it is at most :data:`MARGIN` times auto's, else auto.
+
+    :param scores: configuration -> its median in the check (the ratio to the auto runs timed beside it, or
+        seconds), every configuration measured alike; a configuration that failed is left out.
+    :param auto: the auto schedule's configuration (a key of ``scores`` when auto was measured).
+    :returns: a key of ``scores``, or ``auto``.
+    """
+    if not scores:
+        return auto
+    best = min(scores, key=lambda c: (scores[c], c != auto))
+    if auto not in scores or best == auto:
+        return best
+    return best if scores[best] <= MARGIN * scores[auto] else auto
+
+
 def measured(records, workload, device):
     """The configurations already measured for a workload on a device: what a resumed search skips.
 
@@ -877,15 +901,20 @@ class TuningDatabase:
         paired = {}
         for (w, d, _), runs in configs.items():
             paired[(w, d)] = paired.get((w, d), True) and all(r.relative is not None for _, r in runs)
-        self._best, self._stages = {}, {}
-        for (w, d, _), runs in configs.items():
+        medians = {}  # (workload, device) -> {config: (median, its record)}
+        for (w, d, c), runs in configs.items():
             if paired[(w, d)]:
                 runs = [(r.relative, r) for _, r in runs]
-            t, r = _median(runs)
-            cur = self._best.get((w, d))
-            if cur is None or t < cur[0]:
-                self._best[(w, d)] = (t, r)
-        self._best = {k: r for k, (t, r) in self._best.items()}
+            medians.setdefault((w, d), {})[c] = _median(runs)
+        # the search's first trial is auto's (candidate "auto"): where the check decides, its rule does
+        auto = {(r.workload, r.device): r.config for r in self.records if r.candidate == "auto"}
+        self._best, self._stages = {}, {}
+        for wd, meds in medians.items():
+            if wd in checked:
+                c = confirmed_choice({c: t for c, (t, _) in meds.items()}, auto.get(wd))
+            else:
+                c = min(meds, key=lambda c: meds[c][0])
+            self._best[wd] = meds[c][1]
         for (key, d, ss), runs in stages.items():
             t, r = _median(runs)
             cur = self._stages.get((key, d))

@@ -137,8 +137,8 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param confirm: at the end, the ``CONFIRM_TOP`` fastest candidates and the auto schedule are measured again, each
         in a fresh module, this many rounds (default 5) in a rotating order (logged as ``candidate="confirm"``; a
         tuning database takes each configuration's median).  The one with the lowest median time relative to the
-        auto runs beside it is the result, if it beats auto's own there; else auto is (0: take the search's
-        figures).
+        auto runs beside it is the result, if that is at most ``MARGIN`` (0.98) times auto's own there; else auto
+        is (0: take the search's figures).
     :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).
     :returns: a :class:`TuneResult`.
     :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
@@ -315,10 +315,15 @@ class _Session:
 
     def confirm(self, rounds, top=CONFIRM_TOP):
         """Measure auto and the ``top`` fastest candidates again, ``rounds`` rounds in a rotating order (none goes
-        first every round), each in a fresh module.  The choice is the lowest median of ``Trial.relative`` (each
-        run over the auto runs beside it) where the measurer pairs runs, else of the times; it must beat auto's
-        own median there.  A search's figures come from batches minutes apart on a machine whose speed drifts,
-        and its fastest of hundreds is partly luck."""
+        first every round), each in a fresh module, auto's paired with the kept auto module like the others
+        (``pair_same``).  Each scores the median of its ``Trial.relative`` (each run over the auto runs beside
+        it) where the measurer pairs runs, else of its times; :func:`~polyad.schedule.tuning.confirmed_choice`
+        chooses (at most ``MARGIN`` times auto's score, else auto).  A search's figures come from batches minutes
+        apart on a machine whose speed drifts, its fastest of hundreds is partly luck, and every figure in it is
+        relative to one kept module of auto, which may read a few percent off any other: auto's fresh modules,
+        scored alike, cancel that."""
+        from ..schedule.tuning import confirmed_choice
+
         auto_c = self.space.auto_config()
         if rounds <= 0 or getattr(self.measurer, "deterministic", False) or self.best is None \
                 or self.best[1] == auto_c or self.auto is None or not self.auto.ok:
@@ -330,7 +335,7 @@ class _Session:
         got = [[] for _ in configs]
         for r in range(rounds):
             order = [(i + r) % len(configs) for i in range(len(configs))]
-            for i, t in zip(order, self.measurer.measure([scheds[i] for i in order])):
+            for i, t in zip(order, self.measurer.measure([scheds[i] for i in order], pair_same=True)):
                 self.compile_s += t.compile_s
                 self.measure_s += t.measure_s
                 self._write(configs[i], scheds[i], t, "confirm")
@@ -338,14 +343,14 @@ class _Session:
                     got[i].append(t)
         if not got[0] or len(got[0]) < rounds:
             return  # auto itself failed again: keep the search's figures
+        paired = all(t.relative is not None for ts in got for t in ts)
 
         def score(ts):
-            rels = [t.relative for t in ts]
-            return float(np.median(rels)) if all(r is not None for r in rels) else float(np.median([t.time for t in ts]))
+            return float(np.median([t.relative if paired else t.time for t in ts]))
 
         # a candidate that failed in any round is out (a flaky build is not a result)
-        scores = [score(ts) if len(ts) == rounds else math.inf for ts in got]
-        best = min(range(len(configs)), key=lambda i: (scores[i], i))
+        scores = {i: score(ts) for i, ts in enumerate(got) if len(ts) == rounds}
+        best = confirmed_choice(scores, 0)
         median = [sorted(ts, key=lambda t: t.time)[(len(ts) - 1) // 2] if ts else None for ts in got]
         self.confirmed = (median[0], median[best], configs[best], scores[best] / scores[0] if scores[0] else 1.0)
 

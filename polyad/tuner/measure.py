@@ -22,7 +22,10 @@ seconds (softmax's backward, one module, read 1.4 ms, then 2.5-3.1 ms for two se
 times taken minutes apart rank the moment, not the schedule, and the best of hundreds of such times is
 partly a lucky moment.  A candidate's time over the auto runs beside it (``Trial.relative``) does not
 drift with the machine, and ``spread`` is judged on those ratios.  A schedule that compiles to the
-reference's own kernels (auto again) is not paired: its ratio is 1 by definition.
+reference's own kernels (auto again) is not paired: its ratio is 1 by definition, except in the end
+check (``pair_same``), where fresh modules of auto are scored like the candidates': the kept module is one
+draw, and modules of one program read up to 3% apart (dense's backward once read 1.44 ms in one module and
+1.74-1.94 ms in three others built beside it).
 
 A candidate whose first run takes longer than ``timeout`` seconds (or ``slow`` times the auto
 schedule's, when that is over a second) is stopped there and recorded as an error.  :class:`FunctionMeasurer` is a device made of a
@@ -180,8 +183,10 @@ class Measurer:
         """The :class:`Context` of the graph it measures."""
         return self._context
 
-    def measure(self, schedules):
-        """One :class:`Trial` per schedule, in order."""
+    def measure(self, schedules, pair_same=False):
+        """One :class:`Trial` per schedule, in order.  ``pair_same``: time a schedule that compiles to the
+        reference's own kernels beside the reference too (the end check's fresh modules of auto), instead of
+        giving it the ratio 1."""
         raise NotImplementedError
 
     def close(self):
@@ -238,7 +243,7 @@ class LocalMeasurer(Measurer):
 
         return program_for(self.outs, self.ins, schedule, self.dev, self._context.model)  # what pa.build compiles
 
-    def measure(self, schedules):
+    def measure(self, schedules, pair_same=False):
         from ..runtime.cache import precompile
         from ..runtime.module import per_kernel_requests
 
@@ -270,7 +275,7 @@ class LocalMeasurer(Measurer):
         for p, reqs, err in zip(programs, requests, errors):
             t1 = time.perf_counter()
             if err is None:
-                trial = self._run(p, reqs)
+                trial = self._run(p, reqs, pair_same)
             else:
                 trial = Trial(error=err, device=self.device_key)
             out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
@@ -283,7 +288,7 @@ class LocalMeasurer(Measurer):
         self._pool = None
         self._ref = None
 
-    def _run(self, program, requests):
+    def _run(self, program, requests, pair_same=False):
         from ..runtime.cache import get_program
         from ..runtime.module import Module
 
@@ -322,9 +327,11 @@ class LocalMeasurer(Measurer):
         kernels_of = sorted(r[0] for r in requests.values())
         if ref is None:  # this is the reference: keep it, to time beside every later candidate
             self._ref = ref = (mod, bufs, kernels_of)
-        # the reference's own program again (auto, in the search and the end check) is its own measure: its ratio
-        # to it is 1 whatever two modules of it read at two moments (1.32 in one softmax search)
-        paired = kernels_of != ref[2]
+        # the reference's own program again (auto, in the search) is its own measure: its ratio to it is 1 whatever
+        # two modules of it read at two moments (1.32 in one softmax search).  The end check pairs it all the same
+        # (pair_same): there auto's fresh modules are scored like the candidates', so the kept module's own
+        # reading cancels
+        paired = mod is not ref[0] and (pair_same or kernels_of != ref[2])
         if paired:
             ref[0].run(*ref[1])  # its warm-up: it may have idled for a whole compile batch
 
@@ -388,7 +395,7 @@ class FunctionMeasurer(Measurer):
         self.device_key = device_key
         self.calls = 0
 
-    def measure(self, schedules):
+    def measure(self, schedules, pair_same=False):
         out = []
         for s in schedules:
             self.calls += 1

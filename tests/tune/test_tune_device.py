@@ -45,10 +45,11 @@ def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
         rounds = [[r.config for r in confirm[i:i + n]] for i in range(0, 5 * n, n)]
         assert all(rd[1:] + rd[:1] == nxt for rd, nxt in zip(rounds, rounds[1:]))  # ... then each in turn
         assert res.schedule.name == "auto" or config_key(res.schedule) in {r.config for r in confirm}
-    # every run was timed beside a run of the measurer's own auto module, kept from its reference trial; auto
-    # itself is its own reference
+    # every run was timed beside a run of the measurer's own auto module, kept from its reference trial; auto's
+    # trial in the search is its own reference, its fresh modules in the check are paired like the candidates'
     assert all(len(r.ref_times) == len(r.times) > 0 and r.relative > 0 for r in recs)
-    assert all(r.ref_times == r.times for r in recs if r.config == recs[0].config)
+    assert all(r.ref_times == r.times for r in recs if r.config == recs[0].config and r.candidate != "confirm")
+    assert all(r.ref_times != r.times for r in confirm)
     assert any(r.ref_times != r.times for r in recs)
     recs = [r for r in recs if r.candidate != "confirm"]
     assert len(recs) == 6 and recs[0].candidate == "auto" and all(r.name == "dense" for r in recs)
@@ -326,5 +327,21 @@ def test_a_clear_loser_is_timed_twice_and_no_further(monkeypatch):
         [lost] = m.measure([auto])
         assert lost.ok and len(lost.times) == 2 and lost.time == pytest.approx(sum(lost.times) / 2)
         assert lost.stages and all(t > 0 for t in lost.stages.values())  # still profiled, for the cost model
+    finally:
+        m.close()
+
+
+def test_the_end_check_pairs_fresh_modules_of_auto_like_the_candidates():
+    """In the search auto again is its own measure (ratio 1); with ``pair_same`` (the end check) a fresh module of
+    auto is timed beside the kept one, run by run, so that the kept module's own reading cancels from the choice."""
+    outs, ins = _dense_backward(names=("Xq", "Wq", "Hq"), n=12)
+    m = LocalMeasurer(outs, ins, data=_arrays(ins), repeat=3)
+    try:
+        auto = m.context().auto
+        [again] = m.measure([auto])
+        assert again.ok and again.ref_times == again.times and again.relative == 1.0
+        [fresh] = m.measure([auto], pair_same=True)
+        assert fresh.ok and len(fresh.ref_times) == len(fresh.times) >= 3
+        assert fresh.ref_times != fresh.times and fresh.relative > 0
     finally:
         m.close()

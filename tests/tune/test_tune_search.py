@@ -169,7 +169,7 @@ def test_ctrl_c_leaves_a_valid_log_and_returns_the_best_so_far(conv, tmp_path):
     space, m = _fake(ctx)
     inner = m.measure
 
-    def measure(schedules):
+    def measure(schedules, pair_same=False):
         if m.calls >= 9:
             raise KeyboardInterrupt
         return inner(schedules)
@@ -230,9 +230,9 @@ def test_the_final_check_takes_turns_at_going_first(tmp_path):
     order = []
     measure = m.measure
 
-    def spy(schedules):
+    def spy(schedules, pair_same=False):
         order.append([config_key(s) for s in schedules])
-        return measure(schedules)
+        return measure(schedules, pair_same)
 
     m.measure = spy
     res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
@@ -259,7 +259,7 @@ def test_a_drifting_machine_searches_as_a_steady_one_by_the_ratio_to_auto():
     auto_time = m.measure([ctx.auto])[0].time
     inner, paces = m.measure, itertools.cycle([3.0, 1.0, 2.0])
 
-    def drifting(schedules):
+    def drifting(schedules, pair_same=False):
         p = next(paces)
         return [replace(t, time=t.time * p, times=tuple(x * p for x in t.times),
                         stages={k: v * p for k, v in t.stages.items()}, ref_times=tuple(auto_time * p for _ in t.times))
@@ -285,7 +285,7 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
     inner, seen, lucky = m.measure, set(), []
     auto_key = config_key(ctx.auto)
 
-    def measure(schedules):
+    def measure(schedules, pair_same=False):
         out = []
         for s, t in zip(schedules, inner(schedules)):
             k = config_key(s)
@@ -314,6 +314,64 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
 
     rec = TuningDatabase.from_logs(log2).best_schedule(workload_key(ctx.outputs, ctx.inputs), m.device_key)[1]
     assert rec.config == ranked[1][1]  # the database applies what the check chose
+
+
+def test_the_check_replaces_auto_only_past_the_margin():
+    """``confirmed_choice``: the lowest score wins only at most ``MARGIN`` times auto's (scores are medians relative
+    to one kept module of auto, so only their ratios count); a tie or a smaller gain keeps auto."""
+    from polyad.schedule.tuning import MARGIN, confirmed_choice
+
+    assert MARGIN < 1
+    assert confirmed_choice({"auto": 1.0, "a": 0.99, "b": 1.2}, "auto") == "auto"
+    assert confirmed_choice({"auto": 1.0, "a": 1.0}, "auto") == "auto"
+    assert confirmed_choice({"auto": 1.0, "a": 0.97, "b": 0.95}, "auto") == "b"
+    assert confirmed_choice({"auto": 2.0, "a": 2.0 * MARGIN}, "auto") == "a"
+    assert confirmed_choice({"auto": 2.0, "a": 1.99}, "auto") == "auto"
+    assert confirmed_choice({"a": 0.9, "b": 0.8}, "auto") == "b"  # auto failed in the check
+    assert confirmed_choice({}, "auto") == "auto"
+
+
+@pytest.mark.parametrize("factor, chosen", [(0.99, False), (0.90, True)])
+def test_the_check_scores_fresh_modules_of_auto_so_the_kept_one_cancels(tmp_path, factor, chosen):
+    """Every figure of a search is relative to one kept module of auto, and this one reads 5% slow (modules of one
+    program read a few percent apart).  The end check times fresh modules of auto beside it too (``pair_same``):
+    a candidate 0.99x auto (0.94x the kept module) keeps auto; one 0.90x auto is chosen at 1/0.90, not 1/0.857.
+    The database chooses alike."""
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import TuningDatabase, config_key, workload_key
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False
+    inner = m.measure
+    auto_time = inner([ctx.auto])[0].time
+    auto_key = config_key(ctx.auto)
+    kept = tuple(1.05 * auto_time for _ in range(3))
+
+    def measure(schedules, pair_same=False):
+        out = []
+        for s, t in zip(schedules, inner(schedules)):
+            if not t.ok:
+                out.append(t)
+            elif config_key(s) == auto_key:  # the kept module's own program: paired in the check only
+                out.append(replace(t, times=(t.time,) * 3, ref_times=kept if pair_same else (t.time,) * 3))
+            else:
+                x = factor * auto_time
+                out.append(replace(t, time=x, times=(x,) * 3, ref_times=kept,
+                                   stages={k: v * x / t.time for k, v in t.stages.items()}))
+        return out
+
+    m.measure = measure
+    log = tmp_path / "l.jsonl"
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=8, measurer=m, log=log, confirm=3)
+    best = TuningDatabase.from_logs(log).best_schedule(workload_key(ctx.outputs, ctx.inputs), m.device_key)[1]
+    if chosen:
+        assert res.schedule.name == "tuned" and res.speedup == pytest.approx(1 / factor, rel=1e-9)
+        assert best.config == config_key(res.schedule) != auto_key
+    else:
+        assert res.schedule.name == "auto" and res.speedup == 1.0
+        assert best.config == auto_key
 
 
 def test_a_step_mutation_changes_one_field_of_one_stage():
@@ -383,7 +441,7 @@ def test_a_dask_worker_keeps_measurers_for_its_latest_graphs_and_closes_the_olde
         def __init__(self, *a, **k):
             pass
 
-        def measure(self, schedules):
+        def measure(self, schedules, pair_same=False):
             return [measure.Trial(1.0, (1.0,))]
 
         def close(self):
