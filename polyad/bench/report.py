@@ -115,7 +115,8 @@ def _explanation():
             "backward; (recompute): the plain forward and the recomputing backward; torch: forward, autograd.grad, "
             "in-place update. Tuned rows: the tuner's own speed-up (auto over tuned, its end check), and tuned/auto bwd "
             "(run by run): the tuned row's vjp backward over the auto row's, timed in alternating pairs of runs after "
-            "both rows (the median of the pairs' ratios; below 1: the tuned schedule is faster). "
+            "both rows, three modules a side, every one against every one of the other side (the median of the pairs' "
+            "ratios; below 1: the tuned schedule is faster). "
             "Errors: max|g - ref| / max|ref| "
             f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
 

@@ -645,34 +645,49 @@ def run_workload(name, case, opts, api, log):
     # 3.78 ms against auto's 2.25 in one run, 0.86x in another process)
     for row in rows:
         if row["schedule"] == "tuned":
-            runs = (bwd_runs.get("auto", {}).get("bwd"), bwd_runs["tuned"].get("bwd"))
+            cols = (bwd_runs.get("auto", {}).get("bwd"), bwd_runs["tuned"].get("bwd"))
             row["tuned_vs_auto"] = Cell.missing("needs --schedule auto tuned and their vjp backwards") \
-                if None in runs else go(interleaved_ratio, *runs, rep, budget)
+                if None in cols else go(lambda: interleaved_ratio(*(_modules(c, arrays) for c in cols), rep, budget))
     return rows
 
 
 #: rounds of :func:`interleaved_ratio`
 INTERLEAVED_ROUNDS = 10
+#: modules a side in the benchmark's run-by-run ratio: modules of one program read a few percent apart (dense's
+#: backward: 1.44 ms in one, 1.74-1.94 ms in three built beside it), which one module a side would keep
+INTERLEAVED_MODULES = 3
 
 
 def interleaved_ratio(run_a, run_b, repeat=5, budget_s=30.0, rounds=INTERLEAVED_ROUNDS):
     """``run_b``'s time over ``run_a``'s, run by run: ``rounds`` rounds of ``repeat`` pairs, one run of each a
     pair, the first of a pair alternating; the median of the pairs' ratios.  This VM's speed changes in bursts
-    of seconds, which a pair (two runs, milliseconds apart) shares.  Fewer rounds where they would exceed
-    ``budget_s``."""
-    per_pair = _warm_up(run_a) + _warm_up(run_b)
+    of seconds, which a pair (two runs, milliseconds apart) shares.  Either side may be a list of ``run_n``
+    (modules of one schedule): the pairs then go through every combination of the two sides' in turn.  Fewer
+    rounds where they would exceed ``budget_s``."""
+    side_a = list(run_a) if isinstance(run_a, (list, tuple)) else [run_a]
+    side_b = list(run_b) if isinstance(run_b, (list, tuple)) else [run_b]
+    per_pair = statistics.mean(map(_warm_up, side_a)) + statistics.mean(map(_warm_up, side_b))
     k = max(1, min(rounds, int(budget_s // max(per_pair * repeat, 1e-9))))
     ratios = []
+    na, nb = len(side_a), len(side_b)
     for i in range(k * repeat):
+        ra, rb = side_a[i % na], side_b[(i + i // na) % nb]  # b turns against a each pass over a
         if i % 2:
-            b = _as_times(run_b(1))[0]
-            a = _as_times(run_a(1))[0]
+            b = _as_times(rb(1))[0]
+            a = _as_times(ra(1))[0]
         else:
-            a = _as_times(run_a(1))[0]
-            b = _as_times(run_b(1))[0]
+            a = _as_times(ra(1))[0]
+            b = _as_times(rb(1))[0]
         ratios.append(b / a)
-    return Cell(statistics.median(ratios), note=f"median of {len(ratios)} run-by-run ratios, alternating" + (
+    modules = f" over {na} and {nb} modules" if na * nb > 1 else ""
+    return Cell(statistics.median(ratios), note=f"median of {len(ratios)} run-by-run ratios{modules}, alternating" + (
         f" (time budget {budget_s:g} s)" if k < rounds else ""))
+
+
+def _modules(cols, arrays, n=INTERLEAVED_MODULES):
+    """``run_n`` of ``cols`` and of ``n - 1`` more modules of the same backward (pa.vjp again: the kernels come
+    from the cache)."""
+    return [cols.run_n] + [VJPColumns(cols.make, arrays).run_n for _ in range(n - 1)]
 
 
 def tuned_spec(name, case, opts, log):
@@ -727,7 +742,7 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
 
     ``torch_run`` (a ``run_n`` of torch's backward, or None): the two backwards and torch's are then timed
     side by side (:func:`paired`), and the row's ``torch_ms`` is that measurement's.  ``keep`` (a dict, or
-    None) gets ``"bwd"``: the ``run_n`` of pa.vjp's backward, to time against another schedule's later."""
+    None) gets ``"bwd"``: pa.vjp's backward (its :class:`VJPColumns`), to time against another schedule's later."""
     row = {}
     side_by_side = []  # (row key, run_n) of the backwards timed with torch's
 
@@ -765,7 +780,7 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
         row["build_cold_s"], row["build_warm_s"] = cells["build_cold_s"], cells["build_warm_s"]
         row["residuals"] = v.saved_names() if isinstance(v, VJPColumns) else f"n/a: {v.na}"
         if keep is not None and isinstance(v, VJPColumns):
-            keep["bwd"] = v.run_n
+            keep["bwd"] = v
     else:
         v = None
         for k in ("bwd_ms", "build_cold_s", "build_warm_s", "err"):

@@ -342,3 +342,26 @@ def test_tuned_against_auto_is_timed_run_by_run_in_alternating_pairs():
     assert [timed[i] for i in range(0, 24, 2)] == ["auto", "tuned"] * 6  # the first of a pair alternates
     short = runner.interleaved_ratio(run("auto", 2.0), run("tuned", 1.0), repeat=4, budget_s=10.0, rounds=3)
     assert "time budget" in short.note  # 3 rounds of 4 pairs of 3 s do not fit in 10 s: one round
+
+
+def test_tuned_against_auto_pairs_every_module_of_one_side_with_every_module_of_the_other():
+    """Modules of one program read a few percent apart: with three a side, the 18 pairs go through all nine
+    combinations twice, and the first of a pair still alternates."""
+    calls = []
+
+    def run(side, i, t):
+        def run_n(n):
+            calls.append((side, i))
+            return [t] * n
+        return run_n
+
+    a = [run("a", i, 1e-6 * (1 + i)) for i in range(3)]
+    b = [run("b", i, 1e-6) for i in range(3)]
+    cell = runner.interleaved_ratio(a, b, repeat=6, budget_s=10.0, rounds=3)
+    assert "18 run-by-run ratios over 3 and 3 modules" in cell.note
+    assert cell.value == pytest.approx(0.5)  # the ratios 1, 1/2, 1/3, six each
+    steps = [calls[k:k + 2] for k in range(len(calls) - 36, len(calls), 2)]  # after the warm-ups
+    assert [s[0][0] for s in steps] == ["a", "b"] * 9  # the first of a pair alternates
+    timed = [(dict(s)["a"], dict(s)["b"]) for s in steps]
+    assert sorted(set(timed)) == [(i, j) for i in range(3) for j in range(3)]
+    assert all(timed.count(p) == 2 for p in set(timed))
