@@ -30,9 +30,9 @@ import weakref
 
 from ..errors import DtypeError, NotDifferentiableError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import (
-    Const, IterVar, Reduce, Var, as_expr, cast, comm_reducer, const, reduce_axis, select, sum as te_sum,
-)
+from ..te.construct import as_expr, cast, const, select
+from ..te.expr import Const, IterVar, Reduce, Var
+from ..te.reduce import comm_reducer, reduce_axis, sum as te_sum
 from ..te.tensor import ComputeOp, Tensor, compute, is_stop_gradient
 from ..te.visit import substitute
 from .rules import TRUE, float_loads, scalar_adjoints, split_guard

@@ -27,7 +27,8 @@ import math
 
 from ..errors import NotDifferentiableError
 from ..te import dtype as dt
-from ..te.expr import OPS, Call, Const, Load, binary, cast, select, unary
+from ..te.construct import binary, cast, select, unary
+from ..te.expr import OPS, Call, Const, Load
 from ..te.visit import post_order
 
 

@@ -217,7 +217,7 @@ def _rewrite(values, st, new_vars, subst, strides, offs, skew, context):
 
 
 def _lin(dtype, terms, const):
-    from ..te.expr import binary
+    from ..te.construct import binary
 
     out = None
     for a, v in terms:

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import Const, Expr, binary, cast
+from ..te.construct import binary, cast
+from ..te.expr import Const, Expr
 from ..te.tensor import Tensor, compute
 
 

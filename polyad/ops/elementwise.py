@@ -22,8 +22,9 @@ bool ``add``/``multiply``/``maximum``/``minimum`` are logical or/and, as numpy.
 
 from ..errors import ArityError, DtypeError
 from ..te import dtype as dt
-from ..te.expr import Const, binary, select, unary
-from ..te.expr import cast as _expr_cast
+from ..te.construct import binary, select, unary
+from ..te.expr import Const
+from ..te.construct import cast as _expr_cast
 from ._util import check_operand, describe, map_compute, read_as, result_dtype
 
 __all__ = [

@@ -12,10 +12,11 @@ import numpy as np
 
 from ..errors import DtypeError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import cast, const, reduce_axis, select
-from ..te.expr import max as _max
-from ..te.expr import min as _min
-from ..te.expr import sum as _sum
+from ..te.construct import cast, const, select
+from ..te.reduce import reduce_axis
+from ..te.reduce import max as _max
+from ..te.reduce import min as _min
+from ..te.reduce import sum as _sum
 from ..te.intrin import exp, log, logical_and, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
 from ..te.tensor import compute, stop_gradient
 from ._util import check_tensor, conjunction, is_int, normalize_axes, normalize_axis

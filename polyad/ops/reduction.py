@@ -15,11 +15,13 @@ the extremum as numpy does.
 
 from ..errors import AxisError, DtypeError
 from ..te import dtype as dt
-from ..te.expr import Const, binary, cast, comm_reducer, reduce_axis, select
-from ..te.expr import max as _te_max
-from ..te.expr import min as _te_min
-from ..te.expr import prod as _te_prod
-from ..te.expr import sum as _te_sum
+from ..te.construct import binary, cast, select
+from ..te.expr import Const
+from ..te.reduce import comm_reducer, reduce_axis
+from ..te.reduce import max as _te_max
+from ..te.reduce import min as _te_min
+from ..te.reduce import prod as _te_prod
+from ..te.reduce import sum as _te_sum
 from ..te.tensor import compute
 from ._util import check_tensor, normalize_axes, normalize_axis
 

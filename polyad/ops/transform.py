@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
 from ..te import dtype as dt
-from ..te.expr import as_expr, binary, floordiv, floormod, reduce_axis, select, sum as _sum
+from ..te.construct import as_expr, binary, floordiv, floormod, select
+from ..te.reduce import reduce_axis, sum as _sum
 from ..te.tensor import Tensor, compute
 from ._util import broadcast_shape, check_tensor, conjunction, is_int, normalize_axes, normalize_axis
 

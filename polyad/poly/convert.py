@@ -19,7 +19,8 @@ from math import floor as _ifloor
 import islpy as isl
 
 from ..te import dtype as dt
-from ..te.expr import Call, Const, Var, binary
+from ..te.construct import binary
+from ..te.expr import Call, Const, Var
 from .stage import box_set, dim_names
 
 _CTX = isl.DEFAULT_CONTEXT

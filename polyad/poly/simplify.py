@@ -31,7 +31,9 @@ import islpy as isl
 
 from ..errors import PolyadError
 from ..te import dtype as dt
-from ..te.expr import Call, Const, IterVar, Load, Reduce, Var, binary, select, sum_reducer, unary
+from ..te.construct import binary, select, unary
+from ..te.expr import Call, Const, IterVar, Load, Reduce, Var
+from ..te.reduce import sum_reducer
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from ..te.visit import post_order, substitute, transform
 from .convert import FromIsl, NotAffine, ToIsl, bounds, box, pieces, rename

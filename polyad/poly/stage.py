@@ -37,7 +37,8 @@ from functools import cached_property
 import islpy as isl
 
 from ..errors import PolyadError
-from ..te.expr import CommReducer, Const, Reduce, select
+from ..te.construct import select
+from ..te.expr import CommReducer, Const, Reduce
 from ..te.names import fresh_name
 from ..te.tensor import ComputeOp, Operation, Tensor, check_shape
 from ..te.visit import input_tensors

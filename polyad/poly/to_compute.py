@@ -15,7 +15,8 @@ of gradients work.
 import islpy as isl
 
 from ..errors import NotDifferentiableError
-from ..te.expr import Const, IterVar, select
+from ..te.construct import select
+from ..te.expr import Const, IterVar
 from ..te.tensor import compute
 from ..te.visit import substitute
 from .convert import FromIsl, bounds

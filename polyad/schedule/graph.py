@@ -23,7 +23,8 @@ function leaves its input graph untouched and returns new output tensors.
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..te.expr import Call, Const, IterVar, Load, Reduce, binary, select
+from ..te.construct import binary, select
+from ..te.expr import Call, Const, IterVar, Load, Reduce
 from ..te.names import fresh_name
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
@@ -261,7 +262,7 @@ def _guarded_partial(name, out, red, ro, ri, n, factor, comb, cond, srcs, dtypes
     codegen then runs the lanes' shared reduction points as vectors (a ComputeOp's guard would be a
     select per lane)."""
     from ..poly.stage import PolyOp, Statement, box_set, dim_names
-    from ..te.expr import select
+    from ..te.construct import select
 
     vars_ = tuple(out) + tuple(red)
     names = dim_names(vars_)
@@ -1059,7 +1060,7 @@ def space_to_depth(outputs, stage):
     :raises ScheduleError: naming the stage when it does not exist or reads nothing at a stride.
     """
     from ..poly.stage import statements_of
-    from ..te.expr import floordiv, floormod
+    from ..te.construct import floordiv, floormod
 
     outs, op = _named_stage(outputs, stage, "space_to_depth")
     found = strided_reads(op)

@@ -1,10 +1,9 @@
 """Tensor expressions: scalar nodes, tensors, computes, reductions, printing."""
 
 from . import dtype
-from .expr import (
-    OPS, Call, CommReducer, Const, Expr, IterVar, Load, Reduce, Var, as_expr, binary, call, cast,
-    comm_reducer, const, floordiv, floormod, max, min, prod, reduce_axis, select, sum, unary,
-)
+from .construct import as_expr, binary, call, cast, const, floordiv, floormod, select, unary
+from .expr import OPS, Call, CommReducer, Const, Expr, IterVar, Load, Reduce, Var
+from .reduce import comm_reducer, max, min, prod, reduce_axis, sum
 from .intrin import *  # noqa: F401,F403
 from .intrin import __all__ as _intrin_all
 from .graph import cut, residuals

@@ -5,7 +5,7 @@ expression of the same dtype (floats for the transcendental ones); differentiati
 :mod:`polyad.autodiff.rules`.
 """
 
-from .expr import binary, unary
+from .construct import binary, unary
 
 
 def exp(x):  # noqa: A001

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import ArityError, AxisError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
 from . import dtype as dt
-from .expr import Const, IterVar, Load, Reduce, Var, as_expr
+from .construct import as_expr
+from .expr import Const, IterVar, Load, Reduce, Var
 from .visit import free_vars, input_tensors, post_order
 
 

@@ -4,7 +4,8 @@ Everything here is a pure function.  Expressions are hash-consed DAGs, so the
 traversals memoise by identity: each distinct node is visited once.
 """
 
-from .expr import OPS, Call, Load, Reduce, Var, as_expr, binary, cast, select, unary
+from .construct import as_expr, binary, cast, select, unary
+from .expr import OPS, Call, Load, Reduce, Var
 
 
 def post_order(root):

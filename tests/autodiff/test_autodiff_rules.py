@@ -9,7 +9,8 @@ import pytest
 
 import polyad as pa
 from polyad.autodiff import RULES
-from polyad.te.expr import OPS, call
+from polyad.te.construct import call
+from polyad.te.expr import OPS
 
 from autodiff_helpers import check_grad
 

@@ -5,7 +5,8 @@ import numpy as np
 
 import polyad as pa
 from polyad.poly.stage import PolyOp, Statement
-from polyad.te.expr import IterVar, sum_reducer
+from polyad.te.expr import IterVar
+from polyad.te.reduce import sum_reducer
 
 
 def ivar(name, extent, kind="data"):

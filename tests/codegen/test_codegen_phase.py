@@ -258,7 +258,7 @@ def test_phase_strides_drops_strides_longer_than_the_dimension():
 
     from codegen_polyops import ivar
     from polyad.poly.stage import PolyOp, Statement
-    from polyad.te.expr import sum_reducer
+    from polyad.te.reduce import sum_reducer
 
     def stage(n):  # a 1-d stride-3 data gradient over n points: T[x] = sum_{o : 0 <= x - 3o + 2 < 5} H[o]
         H = pa.placeholder((2,), name="H")

@@ -7,7 +7,8 @@ import pytest
 import polyad as pa
 from polyad.ops.reduction import _argmax
 from polyad.poly.stage import PolyOp, Statement
-from polyad.te.expr import IterVar, sum_reducer
+from polyad.te.expr import IterVar
+from polyad.te.reduce import sum_reducer
 from polyad.te.graph import cut
 from polyad.te.tensor import PlaceholderOp, walk_ops
 

@@ -1,0 +1,243 @@
+"""Reductions: reduce axes, commutative reducers, and ``pa.sum`` / ``prod`` / ``max`` / ``min``.
+
+A reduction is a :class:`~polyad.te.expr.Reduce` node at the top of a compute body: a
+:class:`~polyad.te.expr.CommReducer` (its combiner and identity, as TVM's ``comm_reducer``) over the
+reduce axes made by :func:`reduce_axis`, with an optional ``where=`` condition.
+"""
+
+import numpy as np
+
+from ..errors import AxisError, DtypeError, PolyadError
+from . import dtype as dt
+from .construct import as_expr, binary
+from .expr import CommReducer, Const, IterVar, Reduce, Var
+
+
+def reduce_axis(dom, name="k"):
+    """``pa.reduce_axis((lo, hi), name)``: a reduction variable over ``[lo, hi)``.
+
+    :param dom: the range: a ``(lo, hi)`` pair of integers, or one integer ``hi`` for ``[0, hi)``.
+    :param name: the variable's name, as printed by ``pa.show``.
+    :returns: the reduce axis (an ``IterVar`` of kind "reduce"), to pass as ``axis=`` of a reduction.
+    :raises AxisError: when the range is not integers, or is empty.
+    """
+    try:
+        lo, hi = (0, dom) if isinstance(dom, (int, np.integer)) else dom
+    except (TypeError, ValueError):
+        lo = hi = None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (lo, hi)):
+        raise AxisError(f"reduce_axis {name!r}: the range must be (lo, hi) integers, got {dom!r}")
+    lo, hi = int(lo), int(hi)
+    if hi <= lo:
+        raise AxisError(f"reduce_axis {name!r}: empty range [{lo}, {hi})")
+    return IterVar(name, "int32", lo=lo, extent=hi - lo, kind="reduce")
+
+
+def _axis_tuple(axis, what):
+    if isinstance(axis, IterVar):
+        axis = (axis,)
+    try:
+        axis = tuple(axis)
+    except TypeError:
+        raise AxisError(f"{what}: axis must be a reduce_axis or a list of them, got {axis!r}") from None
+    if not axis:
+        raise AxisError(f"{what}: no reduction axis given")
+    for a in axis:
+        if not isinstance(a, IterVar) or a.kind != "reduce":
+            raise AxisError(f"{what}: {a!r} is not a reduce axis (make one with pa.reduce_axis)")
+    if len({id(a) for a in axis}) != len(axis):
+        raise AxisError(f"{what}: a reduce axis appears twice in {[a.name for a in axis]}")
+    return axis
+
+
+def make_reduce(combiner, source, axis, where=None):
+    is_tuple = isinstance(source, (tuple, list))
+    src = tuple(as_expr(s) for s in (source if is_tuple else (source,)))
+    if len(src) != len(combiner.result):
+        raise PolyadError(f"reducer {combiner.name} reduces {len(combiner.result)} values, got {len(src)}")
+    for s, d in zip(src, combiner.dtypes):
+        if s.dtype != d:
+            raise DtypeError(f"reducer {combiner.name} of {d} applied to a {s.dtype} expression ({s})")
+        if _contains_reduce(s):
+            raise PolyadError(f"nested reduction in {combiner.name}: reduce the inner expression in its own compute")
+    axis = _axis_tuple(axis, f"reduction {combiner.name}")
+    cond = Const(True, "bool") if where is None else as_expr(where)
+    if not dt.is_bool(cond.dtype):
+        raise DtypeError(f"where= of {combiner.name} must be a bool expression, got {cond.dtype} ({cond})")
+    outs = tuple(Reduce(combiner, src, axis, cond, i) for i in range(len(src)))
+    return outs if is_tuple else outs[0]
+
+
+def _contains_reduce(e):
+    from .visit import post_order
+
+    return any(isinstance(n, Reduce) for n in post_order(e))
+
+
+class ReducerFactory:
+    """The object ``pa.comm_reducer`` returns: instantiated per source dtype(s), like TVM's."""
+
+    def __init__(self, fcombine, fidentity, name=None):
+        self.fcombine, self.fidentity = fcombine, fidentity
+        self.name = name or getattr(fcombine, "__name__", "reduce")
+        self._cache = {}
+
+    def instantiate(self, dtypes):
+        dtypes = tuple(dtypes)
+        if dtypes in self._cache:
+            return self._cache[dtypes]
+        n = len(dtypes)
+        lhs = tuple(Var(f"x{i}" if n > 1 else "x", d) for i, d in enumerate(dtypes))
+        rhs = tuple(Var(f"y{i}" if n > 1 else "y", d) for i, d in enumerate(dtypes))
+        if n == 1:
+            result = (self.fcombine(lhs[0], rhs[0]),)
+            identity = (self.fidentity(dtypes[0]),)
+        else:
+            result = tuple(self.fcombine(lhs, rhs))
+            identity = self.fidentity(*dtypes)
+        result = tuple(as_expr(r) for r in result)
+        if not isinstance(identity, (tuple, list)):
+            identity = (identity,)
+        identity = tuple(as_expr(v, d) for v, d in zip(identity, dtypes))
+        if len(result) != n or len(identity) != n:
+            raise PolyadError(f"reducer {self.name}: fcombine/fidentity must give {n} values")
+        for r, i, d in zip(result, identity, dtypes):
+            if r.dtype != d or i.dtype != d:
+                raise DtypeError(f"reducer {self.name}: combine/identity dtype {r.dtype}/{i.dtype}, expected {d}")
+        red = CommReducer(lhs, rhs, result, identity, self.name)
+        self._cache[dtypes] = red
+        return red
+
+    def __call__(self, source, axis=None, where=None):
+        if axis is None:
+            raise AxisError(f"reducer {self.name}: axis= is required")
+        srcs = tuple(as_expr(s) for s in source) if isinstance(source, (tuple, list)) else (as_expr(source),)
+        red = self.instantiate(tuple(s.dtype for s in srcs))
+        return make_reduce(red, tuple(srcs) if isinstance(source, (tuple, list)) else srcs[0], axis, where)
+
+    def __repr__(self):
+        return f"<comm_reducer {self.name}>"
+
+
+def comm_reducer(fcombine, fidentity, name=None):
+    """``pa.comm_reducer(fcombine, fidentity, name)``, TVM's signature.
+
+    ``fcombine(x, y)`` combines two partial results (tuples of expressions for
+    a tuple reducer); ``fidentity(dtype)`` (``fidentity(*dtypes)`` for tuples)
+    gives the identity element.
+
+    The reducer is called as ``reducer(source, axis=k, where=cond)``, like ``pa.sum``; it is instantiated per
+    source dtype(s) then, which is where a bad ``fcombine``/``fidentity`` is found: a ``PolyadError`` when they
+    give the wrong number of values, a ``DtypeError`` when a value has another dtype than the source's.
+
+    :param fcombine: ``fcombine(x, y)`` -> the combination of two partial results (expressions, or tuples of them).
+    :param fidentity: ``fidentity(dtype)`` (``fidentity(*dtypes)``) -> the identity element(s), expressions or
+        numbers.
+    :param name: the reducer's name in printouts; None takes ``fcombine.__name__``.
+    :returns: a reducer factory, callable as ``reducer(source, axis=..., where=None)``.
+    """
+    return ReducerFactory(fcombine, fidentity, name)
+
+
+_sum = comm_reducer(lambda x, y: x + y, lambda t: Const(0, t), name="sum")
+_prod = comm_reducer(lambda x, y: x * y, lambda t: Const(1, t), name="prod")
+_max = comm_reducer(lambda x, y: binary("max", x, y), lambda t: Const(dt.min_value(t), t), name="max")
+_min = comm_reducer(lambda x, y: binary("min", x, y), lambda t: Const(dt.max_value(t), t), name="min")
+
+
+def _is_reduction_call(b, axis):
+    if axis is not None:
+        return True
+    if isinstance(b, IterVar) and b.kind == "reduce":
+        return True
+    return isinstance(b, (list, tuple)) and len(b) > 0 and all(isinstance(x, IterVar) for x in b)
+
+
+def sum(expr, axis=None, where=None):  # noqa: A001 - the public name, as TVM/numpy
+    """``pa.sum(expr, axis=k, where=cond)``.
+
+    :param expr: the scalar expression summed (it reads the reduce axes).
+    :param axis: a reduce axis or a list of them (required).
+    :param where: a bool expression: only the points where it holds are summed; None for all.
+    :returns: the reduction expression, to be the whole body of a ``pa.compute``.
+    :raises AxisError: when ``axis`` is missing, empty, not reduce axes (``pa.reduce_axis``), or repeats one.
+    :raises DtypeError: when ``expr`` is not a scalar expression (or a number), or ``where`` is not a bool
+        expression.
+    :raises PolyadError: when ``expr`` contains a reduction itself, or is a tensor of rank > 0 (index it).
+    """
+    return _sum(expr, axis, where)
+
+
+def prod(expr, axis=None, where=None):
+    """``pa.prod(expr, axis=k, where=cond)``: the product of ``expr`` over the reduce axes.
+
+    :param expr: the scalar expression multiplied (it reads the reduce axes).
+    :param axis: a reduce axis or a list of them (required).
+    :param where: a bool expression: only the points where it holds are multiplied; None for all.
+    :returns: the reduction expression, to be the whole body of a ``pa.compute``.
+    :raises AxisError: when ``axis`` is missing, empty, not reduce axes (``pa.reduce_axis``), or repeats one.
+    :raises DtypeError: when ``expr`` is not a scalar expression (or a number), or ``where`` is not a bool
+        expression.
+    :raises PolyadError: when ``expr`` contains a reduction itself, or is a tensor of rank > 0 (index it).
+    """
+    return _prod(expr, axis, where)
+
+
+def max(a, b=None, axis=None, where=None):  # noqa: A001
+    """``pa.max(expr, axis=k)`` reduces; ``pa.max(a, b)`` is the binary maximum.
+
+    A reduce axis (or a list of them) as ``b`` is taken as ``axis``, so ``pa.max(expr, k)`` reduces too.
+
+    :param a: the scalar expression (reduced over ``axis``, or the first operand of the binary maximum).
+    :param b: the second operand of the binary maximum (an expression or a number), or None to reduce.
+    :param axis: a reduce axis or a list of them: reduce ``a`` over them.
+    :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression ``max(a, b)``.
+    :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
+    :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
+        not bool (reduction).
+    :raises PolyadError: when a reduced ``a`` contains a reduction itself.
+    """
+    if _is_reduction_call(b, axis):
+        return _max(a, axis if axis is not None else b, where)
+    if b is None:
+        raise AxisError("pa.max needs axis= (reduction) or a second operand (binary max)")
+    return binary("max", a, b)
+
+
+def min(a, b=None, axis=None, where=None):  # noqa: A001
+    """``pa.min(expr, axis=k)`` reduces; ``pa.min(a, b)`` is the binary minimum.
+
+    A reduce axis (or a list of them) as ``b`` is taken as ``axis``, so ``pa.min(expr, k)`` reduces too.
+
+    :param a: the scalar expression (reduced over ``axis``, or the first operand of the binary minimum).
+    :param b: the second operand of the binary minimum (an expression or a number), or None to reduce.
+    :param axis: a reduce axis or a list of them: reduce ``a`` over them.
+    :param where: for the reduction: a bool expression, only the points where it holds count; None for all.
+    :returns: the reduction expression (to be the whole body of a ``pa.compute``), or the expression ``min(a, b)``.
+    :raises AxisError: when there is neither ``axis`` nor ``b``, or ``axis`` is not reduce axes or repeats one.
+    :raises DtypeError: when an operand is bool or the dtypes do not mix without a cast (binary), or ``where`` is
+        not bool (reduction).
+    :raises PolyadError: when a reduced ``a`` contains a reduction itself.
+    """
+    if _is_reduction_call(b, axis):
+        return _min(a, axis if axis is not None else b, where)
+    if b is None:
+        raise AxisError("pa.min needs axis= (reduction) or a second operand (binary min)")
+    return binary("min", a, b)
+
+
+def sum_reducer(dtype):
+    return _sum.instantiate((dtype,))
+
+
+def max_reducer(dtype):
+    return _max.instantiate((dtype,))
+
+
+def min_reducer(dtype):
+    return _min.instantiate((dtype,))
+
+
+def prod_reducer(dtype):
+    return _prod.instantiate((dtype,))
