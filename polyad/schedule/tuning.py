@@ -51,7 +51,8 @@ from . import Schedule, StageSchedule
 
 __all__ = [
     "SCHEMA", "stage_key", "workload_key", "config_key", "Record", "stage_entries", "TuningLog", "read_log",
-    "measured", "relative_to", "confirmed_choice", "MARGIN", "TuningDatabase", "tuning_log", "active_database", "tuned", "Tuned",
+    "measured", "relative_to", "confirmed_choice", "MARGIN", "TuningDatabase", "tuning_log", "active_database",
+    "tuned", "Tuned",
 ]
 
 SCHEMA = 1
@@ -820,9 +821,9 @@ def relative_to(seconds, ref_times):
 
 
 #: a tuned schedule replaces auto only where the tuner's end check measured it at most this fraction of auto's
-#: time.  Two fresh modules of one program read up to 3% apart (and a third of one in a burst), and a
-#: benchmark's 50 paired runs moved 3-4% from one process to the next: a smaller gain than this is as likely
-#: a loss, and "never slower than auto" is worth more than it.
+#: time.  Modules of one program read up to 3% apart (once 20-34%), and one estimate of 50 paired runs moves
+#: 3-6% from the next: a smaller gain than this is as likely a loss, and "never slower than auto" is worth more
+#: than it.
 MARGIN = 0.98
 
 

@@ -13,7 +13,6 @@ This layer sits above :mod:`polyad.pipeline` (it builds and runs); the schedule 
 logs it writes.
 """
 
-import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
