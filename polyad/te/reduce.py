@@ -183,6 +183,15 @@ def prod(expr, axis=None, where=None):
     return _prod(expr, axis, where)
 
 
+def _reduce_or_binary(op, reducer, a, b, axis, where):
+    """``pa.max`` and ``pa.min``: a reduction when given reduce axes (as ``axis`` or ``b``), else the binary op."""
+    if _is_reduction_call(b, axis):
+        return reducer(a, axis if axis is not None else b, where)
+    if b is None:
+        raise AxisError(f"pa.{op} needs axis= (reduction) or a second operand (binary {op})")
+    return binary(op, a, b)
+
+
 def max(a, b=None, axis=None, where=None):  # noqa: A001
     """``pa.max(expr, axis=k)`` reduces; ``pa.max(a, b)`` is the binary maximum.
 
@@ -198,11 +207,7 @@ def max(a, b=None, axis=None, where=None):  # noqa: A001
         not bool (reduction).
     :raises PolyadError: when a reduced ``a`` contains a reduction itself.
     """
-    if _is_reduction_call(b, axis):
-        return _max(a, axis if axis is not None else b, where)
-    if b is None:
-        raise AxisError("pa.max needs axis= (reduction) or a second operand (binary max)")
-    return binary("max", a, b)
+    return _reduce_or_binary("max", _max, a, b, axis, where)
 
 
 def min(a, b=None, axis=None, where=None):  # noqa: A001
@@ -220,11 +225,7 @@ def min(a, b=None, axis=None, where=None):  # noqa: A001
         not bool (reduction).
     :raises PolyadError: when a reduced ``a`` contains a reduction itself.
     """
-    if _is_reduction_call(b, axis):
-        return _min(a, axis if axis is not None else b, where)
-    if b is None:
-        raise AxisError("pa.min needs axis= (reduction) or a second operand (binary min)")
-    return binary("min", a, b)
+    return _reduce_or_binary("min", _min, a, b, axis, where)
 
 
 def sum_reducer(dtype):
