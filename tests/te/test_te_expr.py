@@ -152,6 +152,9 @@ def test_binary_max_min_and_reductions_share_names():
     r = pa.max(X[0, k], axis=k)
     assert isinstance(r, Reduce) and r.combiner.kind() == "max"
     assert isinstance(pa.min(X[0, k], k), Reduce)
+    for f in (pa.max, pa.min):  # neither axis nor a second operand: an error naming the function
+        with pytest.raises(pa.AxisError, match=rf"pa\.{f.__name__} needs axis="):
+            f(X[0, 0])
 
 
 def test_comm_reducer_kinds_are_recognised_structurally():
