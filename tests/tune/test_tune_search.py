@@ -316,6 +316,53 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
     assert rec.config == ranked[1][1]  # the database applies what the check chose
 
 
+def test_the_race_finds_real_gains_behind_a_lucky_top_three(tmp_path):
+    """The search's three fastest were lucky moments (measured again, each reads 1.2x auto); the next five really
+    are faster than auto.  Without the race the check measures only the lucky three and keeps auto; the race
+    measures the top ``RACE_TOP`` once more, so the check takes its three from the real gains.  The race's
+    readings are logged as ``candidate="race"``."""
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import config_key, read_log
+    from polyad.tuner import CONFIRM_TOP, RACE_TOP
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False
+    inner, seen, lucky = m.measure, set(), []
+    auto_key = config_key(ctx.auto)
+
+    def measure(schedules, pair_same=False):
+        out = []
+        for s, t in zip(schedules, inner(schedules)):
+            k = config_key(s)
+            if t.ok:
+                auto = inner([ctx.auto])[0].time
+                t = replace(t, ref_times=tuple(auto for _ in t.times))
+                if k in lucky and k in seen:
+                    t = replace(t, time=1.2 * auto, times=tuple(1.2 * auto for _ in t.times))
+            seen.add(k)
+            out.append(t)
+        return out
+
+    m.measure = measure
+    first = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, log=tmp_path / "s.jsonl", confirm=0)
+    ranked = sorted((r.time, r.config) for r in read_log(tmp_path / "s.jsonl")
+                    if r.error is None and r.config != auto_key and r.time < first.auto_time)
+    assert len(ranked) > CONFIRM_TOP + 1  # the fake device's quirks: real gains behind the lucky three
+    lucky.extend(c for _, c in ranked[:CONFIRM_TOP])
+    seen.clear()
+    log = tmp_path / "l.jsonl"
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, log=log, confirm=3)
+    recs = read_log(log)
+    raced = [r.config for r in recs if r.candidate == "race"]
+    assert raced == [c for _, c in ranked[:RACE_TOP]]
+    assert res.schedule.name == "tuned" and config_key(res.schedule) == ranked[CONFIRM_TOP][1]
+    assert res.speedup == pytest.approx(first.auto_time / ranked[CONFIRM_TOP][0], rel=1e-9)
+    checked = {r.config for r in recs if r.candidate == "confirm"} - {auto_key}
+    assert not checked & set(lucky)
+
+
 def test_the_check_replaces_auto_only_past_the_margin():
     """``confirmed_choice``: the lowest score wins only at most ``MARGIN`` times auto's (scores are medians relative
     to one kept module of auto, so only their ratios count); a tie or a smaller gain keeps auto."""
