@@ -20,7 +20,7 @@ file; wrapped here)::
 * ``time``: the median of ``times`` (seconds) of the whole build, null when it failed (``error``);
 * ``ref_times`` (optional): the auto schedule's runs, each timed beside one of ``times`` (the tuner
   pairs them: this VM's speed drifts in bursts of seconds).  Where every record of a workload has
-  them, the database ranks by ``time`` over their median (:attr:`Record.relative`), not by ``time``.
+  them, the database ranks by the runs' ratios to them (:attr:`Record.relative`), not by ``time``.
 
 :class:`TuningDatabase` is TVM's ``apply_history_best``: the fastest error-free record of this
 polyad version per workload and device (:meth:`TuningDatabase.best_schedule`), and the fastest
@@ -561,11 +561,12 @@ class Record:
 
     @property
     def relative(self):
-        """``time`` over the median of ``ref_times`` (the auto runs timed beside it), or None without them.
+        """The median of each of ``times`` over the auto run timed beside it (:func:`relative_to`), or None
+        without ``ref_times``.
 
         :returns: a float or None.
         """
-        return relative_to(self.time, self.ref_times)
+        return relative_to(self.times, self.ref_times)
 
     @property
     def usable(self):
@@ -806,18 +807,27 @@ def read_log(path, strict=True):
     return out
 
 
-def relative_to(seconds, ref_times):
-    """``seconds`` over the median of ``ref_times`` (the auto schedule's runs timed beside it): a time that does not
-    drift with the machine.  None when either is missing, or the reference took no time.
+def relative_to(times, ref_times):
+    """A time that does not drift with the machine: the median of each run over the auto run timed beside it
+    (``times[i] / ref_times[i]``).  None when either is missing, or a reference took no time.
 
-    :param seconds: a median time, or None.
-    :param ref_times: the reference runs, seconds.
+    Not the median over the median: this VM's speed switches between two modes about 2x apart from one run to
+    the next, and a candidate's runs can fall mostly in the fast mode while the auto runs beside them fall
+    mostly in the slow one.  One of dense's search trials read 0.47x auto that way, its runs' median ratio 0.84.
+    In the ninth session's logs, the candidates the end check measured had read 18-46% faster in the search
+    than in the check on 8 of 12 workloads by the median over the median, and between 8% faster and 1% slower
+    by the runs' ratios.  Counts that do not pair (nothing in this polyad writes them) give the median over
+    the median.
+
+    :param times: a candidate's timed runs, seconds.
+    :param ref_times: the reference runs, seconds, ``ref_times[i]`` timed beside ``times[i]``.
     :returns: a float or None.
     """
-    if seconds is None or not ref_times:
+    if not times or not ref_times or min(ref_times) <= 0:
         return None
-    ref = statistics.median(ref_times)
-    return seconds / ref if ref > 0 else None
+    if len(times) == len(ref_times):
+        return float(statistics.median(t / r for t, r in zip(times, ref_times)))
+    return float(statistics.median(times) / statistics.median(ref_times))
 
 
 #: a tuned schedule replaces auto only where the tuner's end check measured it at most this fraction of auto's

@@ -20,8 +20,8 @@ Each timed run of a candidate is paired with a run of the auto schedule's module
 trial, in alternating order (``Trial.ref_times``).  This VM's speed changes in bursts of one to three
 seconds (softmax's backward, one module, read 1.4 ms, then 2.5-3.1 ms for two seconds, then 1.4 again):
 times taken minutes apart rank the moment, not the schedule, and the best of hundreds of such times is
-partly a lucky moment.  A candidate's time over the auto runs beside it (``Trial.relative``) does not
-drift with the machine, and ``spread`` is judged on those ratios.  A schedule that compiles to the
+partly a lucky moment.  The median of a candidate's runs over the auto runs beside them (``Trial.relative``)
+does not drift with the machine, and ``spread`` is judged on those ratios.  A schedule that compiles to the
 reference's own kernels (auto again) is not paired: its ratio is 1 by definition, except in the end
 check (``pair_same``), where fresh modules of auto are scored like the candidates': the kept module is one
 draw, and modules of one program read up to 3% apart (dense's backward once read 1.44 ms in one module and
@@ -88,11 +88,11 @@ class Trial:
 
     @property
     def relative(self):
-        """Its median over the median of the auto runs timed beside it, or None when nothing was paired (what a
+        """The median of its runs over the auto runs timed beside them, or None when nothing was paired (what a
         log's record of it gives, ``Record.relative``)."""
         from ..schedule.tuning import relative_to
 
-        return relative_to(float(np.median(self.times)), self.ref_times) if self.ok and self.times else None
+        return relative_to(self.times, self.ref_times) if self.ok else None
 
 
 _CHUNK = 1 << 18  # elements compared at once: temporaries that stay in L2

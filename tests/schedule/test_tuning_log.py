@@ -344,6 +344,23 @@ def test_a_configuration_counts_with_its_median_and_the_tuners_check_decides():
     assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check found auto faster
 
 
+def test_the_ratio_to_auto_is_the_median_of_each_run_over_the_auto_run_beside_it():
+    """The machine switches between two speeds 2x apart from one run to the next.  Every run of this candidate
+    takes what the auto run beside it takes, except two that ran in the fast mode beside auto runs in the slow
+    one: its runs' ratios say 1.0, the median over the median (1 / 2) would say it is twice as fast."""
+    from polyad.schedule import Schedule, StageSchedule
+    from polyad.schedule.tuning import Record, relative_to
+    from polyad.tuner.measure import Trial
+
+    times, ref = (1.0, 1.0, 1.0, 2.0, 2.0), (2.0, 2.0, 1.0, 2.0, 2.0)
+    assert relative_to(times, ref) == 1.0
+    r = Record.of(Schedule("tuned", stages={"S": StageSchedule(tile=(8,))}), "w", "dev", times=times, ref_times=ref)
+    assert r.time == 1.0 and r.relative == 1.0
+    assert Trial(1.0, times, ref_times=ref).relative == 1.0
+    assert relative_to(times, ()) is None and relative_to((), ref) is None and relative_to(times, (0.0,) * 5) is None
+    assert relative_to((3.0, 1.0, 2.0), (4.0,)) == 0.5  # counts that do not pair: the median over the median
+
+
 def test_records_with_the_auto_runs_beside_them_rank_by_the_ratio():
     """``ref_times`` (auto's runs, each timed beside one of ``times``) is optional in the file; where every
     record of a workload has it, the database ranks by time over it: b ran in a slow moment (auto took 4 beside
