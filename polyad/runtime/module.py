@@ -189,13 +189,13 @@ class Module:
         else:
             for kernel, _, gsize, lsize in self._launches:
                 event = cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
-        if self.program.aliases:
-            where = self._bind(buffers)
-            n = len(self.program.inputs)
-            for t, b in zip(self.program.outputs, buffers[n:]):
+        if self.program.aliases:  # an alias's source is always an input: its buffer is among those given
+            given = dict(zip(map(id, self.program.inputs), buffers))
+            for t, b in zip(self.program.outputs, buffers[len(self.program.inputs):]):
                 src = self._alias(t)
-                if src is not None and _buffer(b, t) != where[id(src)]:  # another buffer given: fill it
-                    event = cl.enqueue_copy(self.queue, _buffer(b, t), where[id(src)], byte_count=_nbytes(t))
+                if src is not None and _buffer(b, t) != _buffer(given[id(src)], src):  # another buffer: fill it
+                    event = cl.enqueue_copy(self.queue, _buffer(b, t), _buffer(given[id(src)], src),
+                                            byte_count=_nbytes(t))
         if wait:
             self.queue.finish()
         return event
