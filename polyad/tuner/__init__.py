@@ -138,10 +138,10 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param timeout: seconds a candidate's compile or first run may take.
     :param confirm: at the end, the search's ``RACE_TOP`` fastest are measured once more (logged as
         ``candidate="race"``); the ``CONFIRM_TOP`` fastest of them by the mean of their two readings and the auto
-        schedule are then measured again, each in a fresh module, this many rounds (default 5) in a rotating order (logged as ``candidate="confirm"``; a
-        tuning database takes each configuration's median).  The one with the lowest median time relative to the
-        auto runs beside it is the result, if that is at most ``MARGIN`` (0.98) times auto's own there; else auto
-        is (0: take the search's figures).
+        schedule are then measured again, each in a fresh module, this many rounds (default 5) in a rotating
+        order (logged as ``candidate="confirm"``; a tuning database takes each configuration's median).  The one
+        with the lowest median ratio to the auto runs beside it is the result, if that is at most ``MARGIN``
+        (0.98) times auto's own there; else auto is (0: take the search's figures, and race nothing).
     :param measurer: a :class:`~polyad.tuner.measure.Measurer` to use instead (tests: a fake device).
     :returns: a :class:`TuneResult`.
     :raises PolyadError: when ``outputs`` or ``inputs`` is malformed (as ``pa.build``), or ``policy`` is unknown.
@@ -350,14 +350,14 @@ class _Session:
             self.raced[c] = self._paced(t)
 
     def confirm(self, rounds, top=CONFIRM_TOP):
-        """Measure auto and the ``top`` fastest candidates (after the race: by their two readings) again, ``rounds`` rounds in a rotating order (none goes
-        first every round), each in a fresh module, auto's paired with the kept auto module like the others
-        (``pair_same``).  Each scores the median of its ``Trial.relative`` (each run over the auto runs beside
-        it) where the measurer pairs runs, else of its times; :func:`~polyad.schedule.tuning.confirmed_choice`
-        chooses (at most ``MARGIN`` times auto's score, else auto).  A search's figures come from batches minutes
-        apart on a machine whose speed drifts, its fastest of hundreds is partly luck, and every figure in it is
-        relative to one kept module of auto, which may read a few percent off any other: auto's fresh modules,
-        scored alike, cancel that."""
+        """Measure auto and the ``top`` fastest candidates (after the race: by their two readings) again, ``rounds``
+        rounds in a rotating order (none goes first every round), each in a fresh module, auto's paired with the
+        kept auto module like the others (``pair_same``).  Each scores the median of its ``Trial.relative`` (its
+        runs over the auto runs beside them) where the measurer pairs runs, else of its times;
+        :func:`~polyad.schedule.tuning.confirmed_choice` chooses (at most ``MARGIN`` times auto's score, else
+        auto).  A search's figures come from batches minutes apart on a machine whose speed drifts, its fastest
+        of hundreds is partly luck, and every figure in it is relative to one kept module of auto, which may read
+        a few percent off any other: auto's fresh modules, scored alike, cancel that."""
         from ..schedule.tuning import confirmed_choice
 
         auto_c = self.space.auto_config()
