@@ -272,18 +272,17 @@ def test_a_drifting_machine_searches_as_a_steady_one_by_the_ratio_to_auto():
     assert got.speedup == pytest.approx(want.speedup, rel=1e-9)
 
 
-def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
-    """The search's fastest was a lucky moment: measured again beside auto it is 1.2x auto. The check measures
-    the next fastest too, and that one is the result, at its side-by-side speed-up."""
+def _lucky_device(ctx):
+    """A fake device whose runs are paired with auto's, where the configurations put in ``lucky`` read 1.2x auto
+    each time they are measured after their first (their first reading was a lucky moment).  Returns the
+    measurer, the set of keys measured so far (clear it to start over) and the ``lucky`` list."""
     from dataclasses import replace
 
-    from polyad.schedule.tuning import config_key, read_log, workload_key
+    from polyad.schedule.tuning import config_key
 
-    ctx = graph_context(*_conv_backward(), ZEN5)
     _, m = _fake(ctx)
     m.deterministic = False
     inner, seen, lucky = m.measure, set(), []
-    auto_key = config_key(ctx.auto)
 
     def measure(schedules, pair_same=False):
         out = []
@@ -292,13 +291,24 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
             if t.ok:
                 auto = inner([ctx.auto])[0].time
                 t = replace(t, ref_times=tuple(auto for _ in t.times))
-                if k in lucky and k in seen:  # measured again: its search time was luck
+                if k in lucky and k in seen:  # measured again: its first reading was luck
                     t = replace(t, time=1.2 * auto, times=tuple(1.2 * auto for _ in t.times))
             seen.add(k)
             out.append(t)
         return out
 
     m.measure = measure
+    return m, seen, lucky
+
+
+def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
+    """The search's fastest was a lucky moment: measured again beside auto it is 1.2x auto. The check measures
+    the next fastest too, and that one is the result, at its side-by-side speed-up."""
+    from polyad.schedule.tuning import config_key, read_log, workload_key
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    m, seen, lucky = _lucky_device(ctx)
+    auto_key = config_key(ctx.auto)
     log = tmp_path / "l.jsonl"
     # the search's ranking, to know its best and runner-up
     first = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=0)
@@ -321,31 +331,12 @@ def test_the_race_finds_real_gains_behind_a_lucky_top_three(tmp_path):
     are faster than auto.  Without the race the check measures only the lucky three and keeps auto; the race
     measures the top ``RACE_TOP`` once more, so the check takes its three from the real gains.  The race's
     readings are logged as ``candidate="race"``."""
-    from dataclasses import replace
-
     from polyad.schedule.tuning import config_key, read_log
     from polyad.tuner import CONFIRM_TOP, RACE_TOP
 
     ctx = graph_context(*_conv_backward(), ZEN5)
-    _, m = _fake(ctx)
-    m.deterministic = False
-    inner, seen, lucky = m.measure, set(), []
+    m, seen, lucky = _lucky_device(ctx)
     auto_key = config_key(ctx.auto)
-
-    def measure(schedules, pair_same=False):
-        out = []
-        for s, t in zip(schedules, inner(schedules)):
-            k = config_key(s)
-            if t.ok:
-                auto = inner([ctx.auto])[0].time
-                t = replace(t, ref_times=tuple(auto for _ in t.times))
-                if k in lucky and k in seen:
-                    t = replace(t, time=1.2 * auto, times=tuple(1.2 * auto for _ in t.times))
-            seen.add(k)
-            out.append(t)
-        return out
-
-    m.measure = measure
     first = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, log=tmp_path / "s.jsonl", confirm=0)
     ranked = sorted((r.time, r.config) for r in read_log(tmp_path / "s.jsonl")
                     if r.error is None and r.config != auto_key and r.time < first.auto_time)
