@@ -327,8 +327,8 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
 
 
 def test_the_race_finds_real_gains_behind_a_lucky_top_three(tmp_path):
-    """The search's three fastest were lucky moments (measured again, each reads 1.2x auto); the next five really
-    are faster than auto.  Without the race the check measures only the lucky three and keeps auto; the race
+    """The search's three fastest were lucky moments (measured again, each reads 1.2x auto); the ones after them
+    really are faster than auto.  Without the race the check measures only the lucky three and keeps auto; the race
     measures the top ``RACE_TOP`` once more, so the check takes its three from the real gains.  The race's
     readings are logged as ``candidate="race"``."""
     from polyad.schedule.tuning import config_key, read_log
