@@ -193,9 +193,11 @@ class Module:
             given = dict(zip(map(id, self.program.inputs), buffers))
             for t, b in zip(self.program.outputs, buffers[len(self.program.inputs):]):
                 src = self._alias(t)
-                if src is not None and _buffer(b, t) != _buffer(given[id(src)], src):  # another buffer: fill it
-                    event = cl.enqueue_copy(self.queue, _buffer(b, t), _buffer(given[id(src)], src),
-                                            byte_count=_nbytes(t))
+                if src is None:
+                    continue
+                dst, frm = _buffer(b, t), _buffer(given[id(src)], src)
+                if dst != frm:  # another buffer given: fill it
+                    event = cl.enqueue_copy(self.queue, dst, frm, byte_count=_nbytes(t))
         if wait:
             self.queue.finish()
         return event
