@@ -324,8 +324,7 @@ def build(outputs, inputs, schedule="auto", device=None):
     # a known build skips scheduling and code generation; the key holds the device's model, which
     # decides what "auto" means there
     target = device_key(dev) + "|" + model_token(model)
-    renamed = _renamed(outs)
-    tuning = tuned.plan(schedule, renamed, ins, dev)  # what tuning logs change (pa.tuned, pa.tuning_log)
+    tuning = tuned.plan(schedule, outs, ins, dev)  # what tuning logs change (pa.tuned, pa.tuning_log)
     key = program_key(key_outputs, ins, schedule, target + "|" + tuning.token)
     program = load_program(key, key_outputs, ins) if key is not None else None
     if program is not None:
@@ -335,6 +334,8 @@ def build(outputs, inputs, schedule="auto", device=None):
             warnings.warn(f"polyad: a cached program no longer builds ({str(e).splitlines()[0]}); "
                           "regenerating it", RuntimeWarning, stacklevel=2)
             forget_program(key)
+    # renaming rebuilds every stage of a graph with repeated names: only what is generated needs it
+    renamed = _renamed(outs)
     program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs)
     tuned.warn_if_unused(tuning, schedule, dev)
     if key is not None:

@@ -16,7 +16,9 @@ a warning and regenerated.
 import dataclasses
 import hashlib
 import os
+import threading
 import warnings
+import weakref
 from functools import lru_cache
 from pathlib import Path
 
@@ -42,19 +44,32 @@ def code_version():
     return h.hexdigest()
 
 
-class _Keyer:
-    """Serialises a tensor graph structurally: one line per node, nodes named by first visit."""
+class _OpText:
+    """One stage serialised on its own: a line per node, nodes numbered by first visit.
+
+    What is not the op's own is left as a reference, for :func:`program_key` to resolve in the whole
+    graph: variables (``var N``, by first use) and the tensors it reads (``read N``).  Variables are
+    the only nodes that are not hash-consed, so one shared between stages (a reduce axis reused) is
+    told from two equal ones only by those references.
+    """
 
     def __init__(self):
         self.ids = {}
         self.lines = []
+        self.vars = []  # the Var objects, in the order of their references
+        self.reads = []  # the tensors read, likewise
+        self._read_ids = {}
 
     def _new(self, obj, line):
         self.ids[id(obj)] = len(self.ids)
         self.lines.append(line)
 
-    def tensor(self, t):
-        return f"T{self.ids[id(t.op)]}.{t.value_index}"
+    def _read(self, t):
+        n = self._read_ids.get(id(t))
+        if n is None:
+            n = self._read_ids[id(t)] = len(self.reads)
+            self.reads.append(t)
+        return n
 
     def combiner(self, c):
         if id(c) not in self.ids:
@@ -70,12 +85,14 @@ class _Keyer:
             kids = " ".join(str(self.ids[id(ch)]) for ch in nd.children())
             if isinstance(nd, Const):
                 line = f"const {nd.dtype} {nd.value!r}"
-            elif isinstance(nd, IterVar):
-                line = f"itervar {nd.name} {nd.dtype} {nd.lo} {nd.extent} {nd.kind}"
-            elif isinstance(nd, Var):
-                line = f"var {nd.name} {nd.dtype}"
+            elif isinstance(nd, (Var, IterVar)):
+                self.vars.append(nd)
+                if isinstance(nd, IterVar):
+                    line = f"itervar {nd.name} {nd.dtype} {nd.lo} {nd.extent} {nd.kind} var {len(self.vars) - 1}"
+                else:
+                    line = f"var {nd.name} {nd.dtype} var {len(self.vars) - 1}"
             elif isinstance(nd, Load):
-                line = f"load {self.tensor(nd.tensor)} {kids}"
+                line = f"load read {self._read(nd.tensor)} {kids}"
             elif isinstance(nd, Reduce):
                 self.exprs(nd.axis)
                 axis = " ".join(str(self.ids[id(a)]) for a in nd.axis)
@@ -89,13 +106,11 @@ class _Keyer:
             self._new(nd, line)
 
     def op(self, op):
-        if isinstance(op, PlaceholderOp):
-            self._new(op, f"placeholder {op.name} {op.shape} {op.dtype}")
-        elif isinstance(op, ComputeOp):
+        if isinstance(op, ComputeOp):
             self.exprs(tuple(op.axis) + tuple(op.body))
             axis = " ".join(str(self.ids[id(a)]) for a in op.axis)
             body = " ".join(str(self.ids[id(b)]) for b in op.body)
-            self._new(op, f"compute {op.name} axis {axis} body {body} tag {op.tag!r} attrs {sorted(op.attrs)!r}")
+            self.lines.append(f"compute {op.name} axis {axis} body {body} tag {op.tag!r} attrs {sorted(op.attrs)!r}")
         elif hasattr(op, "statements"):  # poly.stage.PolyOp
             parts = [f"poly {op.name} {op.shape} {op.dtypes}"]
             for st in op.statements:
@@ -104,9 +119,51 @@ class _Keyer:
                 vars_ = " ".join(str(self.ids[id(v)]) for v in st.vars)
                 vals = " ".join(str(self.ids[id(v)]) for v in st.values)
                 parts.append(f"st {st.name} {vars_} n{st.n_out} {st.domain} = {vals} c{comb} a{int(st.accumulate)}")
-            self._new(op, " || ".join(parts))
+            self.lines.append(" || ".join(parts))
         else:
             raise TypeError(type(op).__name__)
+
+
+#: op -> (digest of its own text, its variables, the tensors it reads): stages are immutable, and a
+#: warm build of a large graph (a 200-deep chain's gradient) spent most of its time serialising them
+_OP_TEXTS = weakref.WeakKeyDictionary()
+_OP_TEXTS_LOCK = threading.Lock()
+
+
+def _op_text(op):
+    with _OP_TEXTS_LOCK:
+        hit = _OP_TEXTS.get(op)
+    if hit is None:
+        w = _OpText()
+        w.op(op)
+        hit = (hashlib.sha256("\n".join(w.lines).encode()).hexdigest(), tuple(w.vars), tuple(w.reads))
+        with _OP_TEXTS_LOCK:
+            _OP_TEXTS[op] = hit
+    return hit
+
+
+class _Keyer:
+    """Serialises a tensor graph structurally: a line per stage (its own text's digest, then which
+    variables and which earlier stages' outputs it refers to, numbered by first visit)."""
+
+    def __init__(self):
+        self.ops = {}  # id(op) -> position
+        self.vars = {}  # id(Var) -> number
+        self.lines = []
+
+    def tensor(self, t):
+        return f"T{self.ops[id(t.op)]}.{t.value_index}"
+
+    def op(self, op):
+        if isinstance(op, PlaceholderOp):
+            line = f"placeholder {op.name} {op.shape} {op.dtype}"
+        else:
+            digest, vars_, reads = _op_text(op)
+            vs = " ".join(str(self.vars.setdefault(id(v), len(self.vars))) for v in vars_)
+            rs = " ".join(self.tensor(t) for t in reads)
+            line = f"{digest} vars {vs} reads {rs}"
+        self.ops[id(op)] = len(self.ops)
+        self.lines.append(line)
 
 
 def _schedule_token(schedule):
@@ -129,7 +186,7 @@ def program_key(outputs, inputs, schedule, device_key):
         for op in walk_ops(outs):
             k.op(op)
         for t in ins:
-            if id(t.op) not in k.ids:
+            if id(t.op) not in k.ops:
                 k.op(t.op)
         k.lines.append("inputs " + " ".join(k.tensor(t) for t in ins))
         k.lines.append("outputs " + " ".join(k.tensor(t) for t in outs))

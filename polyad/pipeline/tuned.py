@@ -49,16 +49,19 @@ class Plan:
             return dataclasses.replace(auto, name="tuned", notes=(why,) + auto.notes)
 
 
-def plan(schedule, renamed, inputs, dev):
-    """The :class:`Plan` of ``schedule`` for a build of ``renamed`` (uniquely named outputs) from
-    ``inputs`` on ``dev``."""
+def plan(schedule, outputs, inputs, dev):
+    """The :class:`Plan` of ``schedule`` for a build of ``outputs`` from ``inputs`` on ``dev``.
+
+    ``outputs`` need not be uniquely named yet: the workload key leaves names out, and a warm build
+    (a program cache hit) then never renames its graph.
+    """
     from ..runtime.device import device_key
     from ..schedule.tuning import Tuned, active_database, workload_key
 
     if isinstance(schedule, Tuned):
         db = schedule.database()
         dkey = device_key(dev)
-        hit = db.best_schedule(workload_key(renamed, inputs), dkey)
+        hit = db.best_schedule(workload_key(outputs, inputs), dkey)
         if hit is not None:
             sched, rec = hit
             import dataclasses

@@ -87,3 +87,49 @@ def test_key_separates_what_changes_the_program():
     assert base != program_key(U, ins, SCHED, "other device")
     assert base != program_key(U, ins[::-1], SCHED, "dev")  # input order
     assert base != program_key([U], ins, SCHED, "dev")  # a list of outputs returns a list
+
+
+def _two_sums(shared):
+    """Two stages summing over ``k``: one reduce-axis object for both, or two equal ones."""
+    X = pa.placeholder((4, 5), name="X")
+    k1 = pa.reduce_axis((0, 5), name="k")
+    k2 = k1 if shared else pa.reduce_axis((0, 5), name="k")
+    A = pa.compute((4,), lambda i: pa.sum(X[i, k1], axis=k1), name="A")
+    B = pa.compute((4,), lambda i: pa.sum(X[i, k2] * A[i], axis=k2), name="B")
+    return B, [X]
+
+
+def test_key_tells_a_shared_variable_from_two_equal_ones():
+    # stages are serialised one by one (and memoised); a variable is the one node kind that is not
+    # hash-consed, so the key says which stages share one object, as a whole-graph serialisation did
+    assert program_key(*_two_sums(True), SCHED, "dev") == program_key(*_two_sums(True), SCHED, "dev")
+    assert program_key(*_two_sums(True), SCHED, "dev") != program_key(*_two_sums(False), SCHED, "dev")
+
+
+def test_key_serialises_each_stage_once(monkeypatch):
+    from polyad.pipeline import programs
+
+    U, ins = graph()
+    calls = []
+    real = programs._OpText.op
+    monkeypatch.setattr(programs._OpText, "op", lambda self, op: (calls.append(op.name), real(self, op))[1])
+    first = program_key(U, ins, SCHED, "dev")
+    assert sorted(calls) == ["T", "U"]
+    assert program_key(U, ins, "naive", "dev") != first  # the same stages, another build
+    assert sorted(calls) == ["T", "U"]
+
+
+def test_warm_build_neither_renames_nor_generates(monkeypatch):
+    # repeated stage names: a cold build renames every stage (U, U_1); a program cache hit needs no renaming
+    X = pa.placeholder((6, 5), name="X")
+    U1 = pa.compute((6, 5), lambda i, j: X[i, j] * 2, name="U")
+    U2 = pa.compute((6, 5), lambda i, j: U1[i, j] + 1, name="U")
+    cold = pa.build(U2, [X], schedule="auto")
+    import polyad.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "_renamed", _no_generate)
+    monkeypatch.setattr(codegen, "generate", _no_generate)
+    warm = pa.build(U2, [X], schedule="auto")
+    got, arrays = _run(warm, [X])
+    np.testing.assert_allclose(got, arrays[0] * 2 + 1, rtol=1e-6)
+    assert warm.source == cold.source

@@ -90,6 +90,17 @@ def test_workload_key_ignores_names_and_sees_graph_and_inputs():
     assert workload_key([R], [X, W]) != workload_key(_graph(bias=0.5)[3], [X, W])
 
 
+def test_workload_key_is_the_same_before_and_after_renaming():
+    # pa.build looks a graph up in the tuning log before it renames repeated stage names (a warm build
+    # never renames): that holds because renaming changes no key
+    from polyad.schedule.graph import uniquely_named
+
+    X, W, T, R = _graph(("X", "W", "k", "S", "S"))
+    renamed = uniquely_named([R])
+    assert [op.name for op in walk_ops(renamed) if not isinstance(op, PlaceholderOp)] == ["S", "S_1"]
+    assert workload_key(renamed, [X, W]) == workload_key([R], [X, W])
+
+
 def test_config_key_is_the_decisions_not_the_name():
     a = Schedule("auto", stages={"T": StageSchedule(tile=(2, 4))}, notes=("why",))
     b = Schedule("evolve", stages={"T": StageSchedule(tile=(2, 4))})
