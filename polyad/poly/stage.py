@@ -32,7 +32,7 @@ tensors are defined by a statement list (what the simplifier produces).
 """
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import islpy as isl
 
@@ -98,7 +98,14 @@ def box_set(name, vars_):
     """``{ name[v0, ...] : lo0 <= v0 < hi0 and ... }`` for IterVars with ranges."""
     names = dim_names(vars_)
     cons = " and ".join(f"{v.lo} <= {n} < {v.hi}" for v, n in zip(vars_, names))
-    return isl.Set(f"{{ {name}[{', '.join(names)}] : {cons} }}" if cons else f"{{ {name}[] }}", context=_CTX)
+    return _parsed_set(f"{{ {name}[{', '.join(names)}] : {cons} }}" if cons else f"{{ {name}[] }}")
+
+
+@lru_cache(maxsize=4096)
+def _parsed_set(text):
+    # isl sets are values (every operation returns a new one): one parse per text serves every stage,
+    # and parsing was the largest single cost of differentiating lenet_step (0.37 ms a box)
+    return isl.Set(text, context=_CTX)
 
 
 def statements_of(op):

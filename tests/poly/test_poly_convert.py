@@ -123,3 +123,17 @@ def test_non_affine_parts_raise_not_affine():
             else:
                 conv.aff(e)
     assert conv.try_set(X[i] == j) is None
+
+
+def test_box_sets_are_parsed_once_and_stay_what_they_were():
+    # box_set memoises the parsed isl set by its text: the shared set must not be changed by its users
+    from polyad.poly.stage import box_set
+
+    X = pa.placeholder((7, 3), name="X")
+    k = pa.reduce_axis((0, 3), name="k")
+    Y = pa.compute((7,), lambda i: pa.sum(X[i, k] * X[i, k], axis=k), name="Y")
+    first = box_set("S0", _axes((7, 3)))
+    assert box_set("S0", _axes((7, 3))) is first  # other variables, the same text
+    pa.differentiate(Y, [X])  # builds, intersects and projects box sets of these shapes
+    assert first == isl.Set("{ S0[i, j] : 0 <= i < 7 and 0 <= j < 3 }")
+    assert box_set("S0", _axes((7, 4))) != first
