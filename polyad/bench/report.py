@@ -41,6 +41,8 @@ COLUMNS = [
     ("diff_s", "differentiate s", "s"),
     ("build_cold_s", "build s cold (vjp)", "s"),
     ("build_warm_s", "build s warm (vjp)", "s"),
+    ("recompute_build_cold_s", "build s cold (recompute)", "s"),
+    ("recompute_build_warm_s", "build s warm (recompute)", "s"),
     ("err", "max rel err (vjp)", "e"),
     ("recompute_err", "err recompute", "e"),
     ("hand_err", "err hand TE", "e"),

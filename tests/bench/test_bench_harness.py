@@ -56,7 +56,8 @@ def test_row_with_a_working_backend(name):
             assert row[key].ok and row[key].value > 0, (key, row[key])
         for key in ("hand_err", "numpy_err", "torch_err"):
             assert row[key].ok and row[key].value < 1e-5, (key, row[key])
-        for key in ("fwd_ms", "bwd_ms", "bwd_recompute_ms", "build_cold_s", "build_warm_s", "diff_s"):
+        for key in ("fwd_ms", "bwd_ms", "bwd_recompute_ms", "build_cold_s", "build_warm_s", "diff_s",
+                    "recompute_build_cold_s", "recompute_build_warm_s"):
             assert row[key].ok and row[key].value > 0, (key, row[key])
         assert (row["residuals"], row["hand_residuals"]) == RESIDUALS[name]
         assert row["err"].value < 1e-5 and row["recompute_err"].value < 1e-5
@@ -76,13 +77,24 @@ def test_row_with_a_working_backend(name):
         assert row["vs_numpy"].ok == row["bwd_ms"].ok
 
 
+def test_a_warm_build_is_the_median_of_its_readings(monkeypatch):
+    import types
+
+    clock = iter([0.0, 5.0, 10.0, 11.0, 20.0, 22.0])  # readings of 5, 1 and 2 s
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    calls = []
+    assert runner._median_of(3, lambda: calls.append(1)).value == 2.0
+    assert len(calls) == 3
+
+
 def test_bwd_ms_times_the_vjp_backward_on_the_residuals_its_forward_returned(monkeypatch):
     monkeypatch.setattr(runner, "WARMUP_S", 0.0)  # one warm-up call (the probe): the calls below are exact
     spy = SpyVJP(scale=1.01)  # pa.vjp's backward gives 1% too much: its error column must show it, no other
     (row,) = runner.run_workload("softmax", TINY["softmax"], _opts(torch=False), spy.api, lambda s: None)
     kinds = [k for k, _ in spy.calls]
-    # built (cold), its forward run once, the backward checked, rebuilt (warm), then timed (probe, runs)
-    assert kinds == ["vjp", "fwd", "vjp", "bwd", "bwd.time", "bwd.time"], kinds
+    # built (cold), its forward run once, rebuilt (warm, WARM_BUILDS times), the backward checked, then
+    # timed (probe, runs)
+    assert kinds == ["vjp", "fwd"] + ["vjp"] * runner.WARM_BUILDS + ["bwd", "bwd.time", "bwd.time"], kinds
     assert spy.calls[0][1] == {"schedule": "naive", "save": "reductions"}
     res = spy.calls[1][1]
     assert all(r is res for k, r in spy.calls if k.startswith("bwd"))  # the forward's residuals, not recomputed
@@ -101,8 +113,9 @@ def test_a_training_step_runs_forward_backward_and_the_update_with_each_backward
     # the step's forward runs pa.vjp's forward and hands its residuals to the backward: once per step
     # (a warm-up step, then 3), after bwd ms's forward, check, probe and timed runs
     kinds = [k for k, _ in spy.calls]
-    assert kinds[6:] == ["fwd", "bwd"] * 4, kinds
-    assert all(spy.calls[i + 1][1] is spy.calls[i][1] for i in range(6, len(kinds), 2))
+    first = 5 + runner.WARM_BUILDS  # vjp, fwd, the warm vjps, bwd, bwd.time x2
+    assert kinds[first:] == ["fwd", "bwd"] * 4, kinds
+    assert all(spy.calls[i + 1][1] is spy.calls[i][1] for i in range(first, len(kinds), 2))
     assert row["step_ms"].ok and row["step_recompute_ms"].ok
     assert row["torch_step_ms"].na == "disabled (--no-torch)" and row["step_vs_torch"].na == "needs torch step"
 
