@@ -85,7 +85,7 @@ class _OpText:
             kids = " ".join(str(self.ids[id(ch)]) for ch in nd.children())
             if isinstance(nd, Const):
                 line = f"const {nd.dtype} {nd.value!r}"
-            elif isinstance(nd, (Var, IterVar)):
+            elif isinstance(nd, Var):  # an IterVar too
                 self.vars.append(nd)
                 if isinstance(nd, IterVar):
                     line = f"itervar {nd.name} {nd.dtype} {nd.lo} {nd.extent} {nd.kind} var {len(self.vars) - 1}"

@@ -254,6 +254,20 @@ def test_best_schedule_and_best_stage_pick_the_fastest_usable_record_of_the_devi
     assert TuningDatabase.from_logs(path).digest() != d
 
 
+def test_the_digest_of_a_log_is_that_of_its_records_and_sees_an_edited_line(tmp_path):
+    # read from a log, a record is digested as its line: the same digest as the records made here
+    records = [_record(trial=0, time=3e-3, tile=(1, 1)), _record(trial=1, time=2e-3, tile=(2, 4))]
+    path = _log(tmp_path, records)
+    assert [r.text for r in read_log(path)] == [r.to_json() for r in records]
+    d = TuningDatabase.from_logs(path).digest()
+    assert d == TuningDatabase(records).digest()
+    text = open(path).read()
+    with open(path, "w") as f:  # an edit that keeps the config key: the schedule is another
+        f.write(text.replace('"tile": [2, 4]', '"tile": [2, 2]'))
+    assert TuningDatabase.from_logs(path).records[1].schedule["stages"]["T"]["tile"] == [2, 2]
+    assert TuningDatabase.from_logs(path).digest() != d
+
+
 def test_measured_lists_the_configurations_to_skip_on_resume(tmp_path):
     path = _log(tmp_path, [_record(trial=0, tile=(1, 1)), _record(trial=1, tile=(2, 4), time=None, error="x"),
                            _record(trial=2, tile=(4, 4), device=GPU), _record(trial=3, tile=(8, 8), workload="w2")])
