@@ -16,14 +16,13 @@ a warning and regenerated.
 import dataclasses
 import hashlib
 import os
-import threading
 import warnings
-import weakref
 from functools import lru_cache
 from pathlib import Path
 
 from ..runtime.records import read, record_path, write
 from ..te.expr import CommReducer, Const, Expr, IterVar, Load, Reduce, Var
+from ..te.memo import op_memo
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from ..te.visit import post_order
 
@@ -124,22 +123,13 @@ class _OpText:
             raise TypeError(type(op).__name__)
 
 
-#: op -> (digest of its own text, its variables, the tensors it reads): stages are immutable, and a
-#: warm build of a large graph (a 200-deep chain's gradient) spent most of its time serialising them
-_OP_TEXTS = weakref.WeakKeyDictionary()
-_OP_TEXTS_LOCK = threading.Lock()
-
-
+@op_memo
 def _op_text(op):
-    with _OP_TEXTS_LOCK:
-        hit = _OP_TEXTS.get(op)
-    if hit is None:
-        w = _OpText()
-        w.op(op)
-        hit = (hashlib.sha256("\n".join(w.lines).encode()).hexdigest(), tuple(w.vars), tuple(w.reads))
-        with _OP_TEXTS_LOCK:
-            _OP_TEXTS[op] = hit
-    return hit
+    """(digest of the op's own text, its variables, the tensors it reads): memoised, since a warm build of a
+    large graph (a 200-deep chain's gradient) spent most of its time serialising stages."""
+    w = _OpText()
+    w.op(op)
+    return hashlib.sha256("\n".join(w.lines).encode()).hexdigest(), tuple(w.vars), tuple(w.reads)
 
 
 class _Keyer:

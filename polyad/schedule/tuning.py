@@ -40,11 +40,11 @@ import statistics
 import threading
 import time as _time
 import warnings
-import weakref
 from dataclasses import dataclass, field
 
 from ..errors import PolyadError, ScheduleError, TuningLogError
 from ..te.expr import Call, Const, Load, Reduce, Var
+from ..te.memo import op_memo
 from ..te.tensor import PlaceholderOp, as_tensor_list, walk_ops
 from ..te.visit import post_order
 from . import Schedule, StageSchedule
@@ -207,22 +207,10 @@ def _stage_doc(op):
     return doc, inputs.tensors
 
 
-_STAGE_KEYS = weakref.WeakKeyDictionary()
-_KEYS_LOCK = threading.Lock()
-
-
+@op_memo
 def _stage_key_and_inputs(op):
-    with _KEYS_LOCK:
-        hit = _STAGE_KEYS.get(op)
-    if hit is None:
-        doc, ins = _stage_doc(op)
-        hit = (_hash(doc), tuple(ins))
-        try:
-            with _KEYS_LOCK:
-                _STAGE_KEYS[op] = hit
-        except TypeError:  # not weakly referenceable: just not memoised
-            pass
-    return hit
+    doc, ins = _stage_doc(op)
+    return _hash(doc), tuple(ins)
 
 
 def stage_key(op):
