@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -658,8 +658,21 @@ def run_workload(name, case, opts, api, log):
         if row["schedule"] == "tuned":
             cols = (bwd_runs.get("auto", {}).get("bwd"), bwd_runs["tuned"].get("bwd"))
             row["tuned_vs_auto"] = Cell.missing("needs --schedule auto tuned and their vjp backwards") \
-                if None in cols else go(lambda: interleaved_ratio(*(_modules(c, arrays) for c in cols), rep, budget))
+                if None in cols else same_program_noted(
+                    go(lambda: interleaved_ratio(*(_modules(c, arrays) for c in cols), rep, budget)), *cols)
     return rows
+
+
+def same_program_noted(cell, auto, tuned):
+    """``cell`` (tuned/auto), with a note when the two backwards (VJPColumns) run the same OpenCL program: the
+    ratio is then one between modules of one program (chain's read 1.01 in three runs where the tuner had kept
+    auto's schedule)."""
+    def source(cols):
+        return getattr(getattr(getattr(cols, "bwd", None), "module", None), "source", None)
+
+    if cell.ok and source(auto) is not None and source(auto) == source(tuned):
+        return replace(cell, note=f"{cell.note}; tuned and auto run the same backward program")
+    return cell
 
 
 #: rounds of :func:`interleaved_ratio`

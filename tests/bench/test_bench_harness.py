@@ -378,3 +378,18 @@ def test_tuned_against_auto_pairs_every_module_of_one_side_with_every_module_of_
     timed = [(dict(s)["a"], dict(s)["b"]) for s in steps]
     assert sorted(set(timed)) == [(i, j) for i in range(3) for j in range(3)]
     assert all(timed.count(p) == 2 for p in set(timed))
+
+
+def test_tuned_over_auto_says_when_both_run_the_same_program():
+    from types import SimpleNamespace as NS
+
+    def cols(source):
+        return NS(bwd=NS(module=NS(source=source)))
+
+    cell = Cell(1.01, note="median of 50 run-by-run ratios")
+    same = runner.same_program_noted(cell, cols("kernel A"), cols("kernel A"))
+    assert same.value == 1.01 and same.note.endswith("; tuned and auto run the same backward program")
+    assert runner.same_program_noted(cell, cols("kernel A"), cols("kernel B")) is cell
+    assert runner.same_program_noted(cell, NS(), NS()) is cell  # a fake without modules says nothing
+    missing = Cell.missing("not timed")
+    assert runner.same_program_noted(missing, cols("kernel A"), cols("kernel A")) is missing
