@@ -1,8 +1,8 @@
 """A memo of a pure function of a stage, by the stage's identity.
 
 Operations are immutable, so what is computed from one (its cache-key text, its tuning key) holds as
-long as it lives; entries go with it (weak keys).  Thread-safe: the tuner's Dask workers build in
-threads.
+long as it lives; entries go with it (weak keys).  Thread-safe: a Dask worker runs the tuner's
+tasks in threads.
 """
 
 import functools
