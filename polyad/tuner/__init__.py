@@ -270,9 +270,7 @@ class _Session:
             scheds.append(s)
         if not todo:
             return
-        for c, s, t in zip(todo, scheds, self.measurer.measure(scheds)):
-            self.compile_s += t.compile_s
-            self.measure_s += t.measure_s
+        for c, s, t in zip(todo, scheds, self._measure(scheds)):
             self.trials += 1
             self._tell(c, s, t, search, write=True)
             if bar is not None:
@@ -280,6 +278,13 @@ class _Session:
                 if self.best is not None and self.auto is not None and self.auto.ok:
                     bar.set_postfix(best=f"{self.best[0] * 1e3:.3f}ms",
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
+
+    def _measure(self, scheds, **kw):
+        """The measurer's trials of ``scheds``, their compile and measure seconds counted as they come."""
+        for t in self.measurer.measure(scheds, **kw):
+            self.compile_s += t.compile_s
+            self.measure_s += t.measure_s
+            yield t
 
     def _paced(self, t):
         """``t`` at the auto schedule's pace: its time relative to the auto runs timed beside it, times auto's time
@@ -343,9 +348,7 @@ class _Session:
         if len(configs) <= CONFIRM_TOP:
             return
         scheds = [self.space.schedule(c, "tuned") for c in configs]
-        for c, s, t in zip(configs, scheds, self.measurer.measure(scheds)):
-            self.compile_s += t.compile_s
-            self.measure_s += t.measure_s
+        for c, s, t in zip(configs, scheds, self._measure(scheds)):
             self._write(c, s, t, "race")
             self.raced[c] = self._paced(t)
 
@@ -369,9 +372,7 @@ class _Session:
         got = [[] for _ in configs]
         for r in range(rounds):
             order = [(i + r) % len(configs) for i in range(len(configs))]
-            for i, t in zip(order, self.measurer.measure([scheds[i] for i in order], pair_same=True)):
-                self.compile_s += t.compile_s
-                self.measure_s += t.measure_s
+            for i, t in zip(order, self._measure([scheds[i] for i in order], pair_same=True)):
                 self._write(configs[i], scheds[i], t, "confirm")
                 if t.ok:
                     got[i].append(t)
