@@ -93,7 +93,8 @@ def _options_line(o):
             f"backward {backwards}, "
             f"batch {o['batch'] or 'as in WORKLOADS.md'}, "
             f"median of {o['repeat']} runs after {WARMUP_S:g} s of warm-up runs, time budget {o['time_budget']:g} s per measurement"
-            f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}.")
+            f"{', ' + format(o['workload_budget'], 'g') + ' s per workload' if o.get('workload_budget') else ''}"
+            f"{', torch on ' + o['torch_device'] if o.get('torch_device', 'cpu') != 'cpu' else ''}.")
 
 
 def _backend_warning(o):

@@ -512,36 +512,58 @@ def recompute_passes(forward, backward):
     return passes
 
 
-def torch_backward(case, arrays):
-    """torch autograd's backward of the workload, its forward run once: a function returning the gradients."""
+def _torch_tensors(arrays, device):
+    """``arrays`` as torch tensors on ``device`` ("cpu", "cuda"): copies, so an in-place update leaves them be."""
     import torch
 
-    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise RuntimeError(f"torch cannot use device {device!r} here (torch {torch.__version__}, "
+                           f"cuda available: {torch.cuda.is_available()})")
+    return {k: torch.from_numpy(np.array(v)).to(device) for k, v in arrays.items()}
+
+
+def _synced(fn, device):
+    """``fn`` followed by a wait for the device: CUDA launches return before the kernels have run, and a polyad
+    backward returns after its own have."""
+    if device == "cpu":
+        return fn
+    import torch
+
+    def run():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    return run
+
+
+def torch_backward(case, arrays, device="cpu"):
+    """torch autograd's backward of the workload on ``device``, its forward run once: a function returning the
+    gradients (after the device has finished them)."""
+    import torch
+
+    t = _torch_tensors(arrays, device)
     for k in case.wrt:
         t[k].requires_grad_(True)
     y = case.torch_forward(t)
     h = t["H"].reshape(y.shape)
     wrt = [t[k] for k in case.wrt]
-
-    def backward():
-        return torch.autograd.grad(y, wrt, h, retain_graph=True)
-
-    return backward
+    return _synced(lambda: torch.autograd.grad(y, wrt, h, retain_graph=True), device)
 
 
-def torch_column(case, arrays, ref, repeat, budget):
+def torch_column(case, arrays, ref, repeat, budget, device="cpu"):
     """(bwd ms, max rel error) of torch autograd: grad of the same forward with the same head."""
-    backward = torch_backward(case, arrays)
-    err = Cell(rel_error([g.numpy() for g in backward()], ref))
+    backward = torch_backward(case, arrays, device)
+    err = Cell(rel_error([g.cpu().numpy() for g in backward()], ref))
     return measure(wall_clock(backward), repeat, budget), err
 
 
-def torch_step(case, arrays, lr=SGD_LR):
-    """A torch training step (forward, ``autograd.grad``, in-place SGD update) on copies of ``arrays``;
-    returns (step, parameters)."""
+def torch_step(case, arrays, lr=SGD_LR, device="cpu"):
+    """A torch training step (forward, ``autograd.grad``, in-place SGD update) on copies of ``arrays`` on
+    ``device``; returns (step, parameters)."""
     import torch
 
-    t = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
+    t = _torch_tensors(arrays, device)
     params = [t[k].requires_grad_(True) for k in case.wrt]
     h = t["H"].reshape(case.out_shape)
 
@@ -551,11 +573,11 @@ def torch_step(case, arrays, lr=SGD_LR):
             for p, g in zip(params, grads):
                 p.sub_(g, alpha=lr)
 
-    return step, params
+    return _synced(step, device), params
 
 
-def torch_step_column(case, arrays, repeat, budget):
-    step, _ = torch_step(case, arrays)
+def torch_step_column(case, arrays, repeat, budget, device="cpu"):
+    step, _ = torch_step(case, arrays, device=device)
     return measure(wall_clock(step), repeat, budget)
 
 
@@ -594,20 +616,21 @@ def run_workload(name, case, opts, api, log):
             return Cell.missing(f"skipped: workload over its {wl_budget:g} s budget (--workload-budget)")
         return attempt(fn, *args)
 
+    tdev = getattr(opts, "torch_device", "cpu")
     shared = {}
     shared["numpy_ms"], shared["numpy_err"] = _pair(go(numpy_column, case, arrays, ref, rep, budget))
     if not opts.torch:
         shared["torch_ms"] = shared["torch_err"] = Cell.missing("disabled (--no-torch)")
     else:
-        shared["torch_ms"], shared["torch_err"] = _pair(go(torch_column, case, arrays, ref, rep, budget))
+        shared["torch_ms"], shared["torch_err"] = _pair(go(torch_column, case, arrays, ref, rep, budget, tdev))
     torch_run = None
     if opts.torch and shared["torch_ms"].ok:
-        got = attempt(torch_backward, case, arrays)
+        got = attempt(torch_backward, case, arrays, tdev)
         torch_run = None if isinstance(got, Cell) else wall_clock(got)
     if not getattr(case, "training", False):
         shared["torch_step_ms"] = Cell.missing(NOT_A_STEP)
     else:
-        shared["torch_step_ms"] = go(torch_step_column, case, arrays, rep, budget) if opts.torch else \
+        shared["torch_step_ms"] = go(torch_step_column, case, arrays, rep, budget, tdev) if opts.torch else \
             Cell.missing("disabled (--no-torch)")
 
     # Graphs, once per workload: the forward TE, its gradient, the hand-written gradient.
@@ -941,7 +964,7 @@ def run(opts, api=None, log=None):
         log(f"{name:>16}: {time.perf_counter() - t0:.1f} s")
     options = {k: v for k, v in vars(opts).items() if k in (
         "workloads", "schedules", "backward", "batch", "repeat", "time_budget", "workload_budget", "seed", "torch",
-        "backend", "tune_budget", "tuning_log")}
+        "torch_device", "backend", "tune_budget", "tuning_log")}
     backward = {b: BACKWARD_NAMES[b] for b in getattr(opts, "backward", None) or BACKWARDS}
     return {"machine": machine_info(), "options": options, "backward": backward, "rows": rows}
 
@@ -985,6 +1008,9 @@ def add_arguments(p):
                         "error columns without OpenCL (its times are not polyad's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-torch", dest="torch", action="store_false", help="skip the PyTorch column")
+    p.add_argument("--torch-device", default="cpu", metavar="DEVICE",
+                   help="where the PyTorch column runs: cpu (default) or cuda (to set polyad on a GPU against "
+                        "torch on the same GPU; each run waits for the device)")
     p.add_argument("--no-plot", dest="plot", action="store_false",
                    help="skip the plots (PNG files, and in the HTML page); they need matplotlib")
     p.add_argument("--out", type=Path, default=RESULTS_DIR,

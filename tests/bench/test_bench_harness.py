@@ -149,6 +149,24 @@ def test_every_failure_is_an_na_cell_not_a_crash():
     assert row["vs_torch"].na == "needs bwd and torch"
 
 
+def test_the_torch_column_runs_where_it_is_told_and_waits_for_the_device(monkeypatch):
+    torch = pytest.importorskip("torch")
+    # a device torch cannot use is an n/a cell (never a crash, never a CPU time under its name)
+    (row,) = runner.run_workload("dense", TINY["dense"], _opts(torch_device="cuda:7"), _api(), lambda s: None)
+    assert not row["torch_ms"].ok and not row["torch_err"].ok and not row["vs_torch"].ok
+    if not torch.cuda.is_available():
+        assert "cuda:7" in row["torch_ms"].na
+    # CUDA launches return before the kernels have run: each timed call waits for the device
+    waits = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: waits.append(1))
+    assert runner._synced(lambda: 5, "cuda")() == 5 and waits == [1]
+    fn = lambda: 5  # noqa: E731
+    assert runner._synced(fn, "cpu") is fn
+    o = dict(schedules=["auto"], backward=["vjp"], batch=None, repeat=5, time_budget=30.0)
+    assert "torch on cuda" in report._options_line({**o, "torch_device": "cuda"})
+    assert "torch on" not in report._options_line(o)
+
+
 def test_wrong_gradients_show_in_the_error_column():
     case = wl.dense(batch=2, n_in=3, n_out=2)
     right = case.hand_te
