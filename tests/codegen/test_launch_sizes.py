@@ -13,7 +13,7 @@ import pyopencl as cl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polyad.runtime.module import GROUPS_PER_CORE, cpu_local_size, launch_plan
+from polyad.runtime.module import GROUPS_PER_CORE, cpu_local_size, fit_work_group, launch_plan
 
 
 def _device(kind, cores=2, max_group=4096, max_items=(4096, 4096, 4096)):
@@ -60,3 +60,19 @@ def test_launch_plan_chooses_on_a_cpu_and_leaves_a_gpu_and_explicit_sizes_alone(
     gpu = launch_plan(prog, _device(cl.device_type.GPU))
     assert [(g, l) for _, g, l in gpu] == [((10, 17), None), ((64,), (8,)), ((32,), (4,))]
     assert [(g, l) for _, g, l in launch_plan(prog)] == [((10, 17), None), ((64,), (8,)), ((32,), (4,))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8, 16, 32, 64, 100, 128, 512, 1024]), min_size=1, max_size=3),
+       st.sampled_from([None, 1, 7, 64, 256, 512, 1024]))
+def test_a_fitted_group_divides_the_scheduled_one_and_fits_the_kernel(lsize, most):
+    fitted = fit_work_group(tuple(lsize), most)
+    assert len(fitted) == len(lsize) and all(s % f == 0 for s, f in zip(lsize, fitted))
+    if most is None or math.prod(lsize) <= most:
+        assert fitted == tuple(lsize)  # left alone where it runs
+    else:
+        assert math.prod(fitted) <= most
+        # outermost first: an inner dimension shrinks only once every outer one is 1
+        inner = [d for d in range(len(lsize)) if fitted[d] < lsize[d]]
+        assert all(f == 1 for f in fitted[max(inner) + 1:])
+        assert all(fitted[d] == 1 for d in inner[1:]) or len(inner) <= 1

@@ -189,6 +189,24 @@ def test_local_size_rounds_the_ndrange_up_and_guards():
     np.testing.assert_allclose(mod(x), x + 1.0)
 
 
+
+def test_a_kernel_that_cannot_run_its_scheduled_group_runs_the_largest_it_can(monkeypatch):
+    """A kernel's own limit (CL_KERNEL_WORK_GROUP_SIZE: its registers) can be below the device's: on an H200,
+    256 for kernels auto gave 512 and 1024 work-items, which failed the build.  The module shrinks the group
+    (outermost first, to divisors: the rounded-up NDRange stays whole groups) and computes the same."""
+    from polyad.runtime import module as runtime_module
+    from polyad.schedule import Schedule, StageSchedule
+
+    X = pa.placeholder((5, 7), name="X")
+    Y = pa.compute((5, 7), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y_fit")
+    monkeypatch.setattr(runtime_module, "kernel_work_group_limit", lambda kernel, device: 4)
+    mod = pa.build(Y, [X], schedule=Schedule("ls", default=StageSchedule(local_size=(4, 2))))
+    assert mod.work_group_fits == {"Y_fit": ((4, 2), (4, 1), 4)}
+    x = _rand(X)
+    np.testing.assert_allclose(mod(x), x * 2.0 + 1.0)
+    monkeypatch.setattr(runtime_module, "kernel_work_group_limit", lambda kernel, device: None)  # cannot say
+    assert pa.build(Y, [X], schedule=Schedule("ls", default=StageSchedule(local_size=(4, 2)))).work_group_fits == {}
+
 # -- the exhaustive per-op set: pytest -m slow -------------------------------------------------
 _UNARY = ["exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf",
           "floor", "ceil", "round", "trunc", "abs", "sign"]
