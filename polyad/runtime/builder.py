@@ -40,6 +40,13 @@ class CompilerCrash(BuildError):
     """The OpenCL compiler took its process down (a signal or an exit) or did not finish in time."""
 
 
+class LaunchFailure(CompilerCrash):
+    """A kernel failed at its trial launch without taking the process down: on a GPU, what a crash is on a CPU.
+
+    The device context may be lost with it (NVIDIA's OpenCL after an illegal address), so the worker that saw
+    it ends: the next build gets a fresh one.  The fallback chain treats it as a crash."""
+
+
 def isolated():
     """True unless POLYAD_ISOLATE_BUILDS=0: cold compiles run in worker processes."""
     return os.environ.get("POLYAD_ISOLATE_BUILDS", "1").strip() not in ("0", "false", "no")
@@ -79,6 +86,7 @@ def check_program(prg, job, device):
     import pyopencl as cl
 
     from .device import device_state
+    from .module import fit_work_group, kernel_work_group_limit
 
     state = device_state(device)
     have = set(_kernel_names(prg))
@@ -103,8 +111,16 @@ def check_program(prg, job, device):
                                       hostbuf=host)
             cl_args.append(bufs[key])
         kernel.set_args(*cl_args)
-        cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
-    state.queue.finish()
+        if lsize is not None:  # the group the module will launch (a kernel may run fewer than scheduled)
+            lsize = fit_work_group(lsize, kernel_work_group_limit(kernel, device))
+        try:
+            cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
+            state.queue.finish()
+        except cl.Error as e:
+            # a GPU's answer to what takes a CPU's process down (an out-of-bounds access, a trap): the
+            # queue is lost, and with it, on NVIDIA's driver, the context
+            raise LaunchFailure(f"kernel {name!r} failed at its trial launch on {device.name.strip()} "
+                                f"({type(e).__name__}: {e})", source=job["source"], log=str(e)) from None
 
 
 def _kernel_names(prg):
@@ -139,6 +155,10 @@ def _worker():
         try:
             binary = compile_job(job)
             ans = {"ok": True, "binary": base64.b64encode(binary).decode()}
+        except LaunchFailure as e:
+            out.write(json.dumps({"ok": False, "launch_failure": True, "message": str(e), "log": e.log or ""}) + "\n")
+            out.flush()
+            return  # the context may be lost: the next job starts a fresh worker
         except BuildError as e:
             ans = {"ok": False, "message": str(e), "log": e.log or ""}
         except Exception as e:  # noqa: BLE001 - everything else is a failed build too, with its message
@@ -180,7 +200,10 @@ class Worker:
             if not line:
                 why = self._crash(start)
                 raise CompilerCrash(why, source=job["source"], log=why)
-        ans = json.loads(line)
+            ans = json.loads(line)
+            if ans.get("launch_failure"):
+                self.close()  # it has ended (or is ending) on its own
+                raise LaunchFailure(ans["message"], source=job["source"], log=ans.get("log", ""))
         if ans["ok"]:
             return base64.b64decode(ans["binary"])
         raise BuildError(ans["message"], source=job["source"], log=ans.get("log", ""))

@@ -3,6 +3,9 @@ one; ``get_program`` compiles through the worker once, then reads its caches; PO
 
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import uuid
 
@@ -13,7 +16,7 @@ import polyad as pa
 from polyad.errors import BuildError
 from polyad.pipeline import programs
 from polyad.runtime import builder, cache
-from polyad.runtime.device import device_key
+from polyad.runtime.device import device_key, is_gpu
 
 pytestmark = [pytest.mark.opencl, pytest.mark.usefixtures("opencl")]
 
@@ -106,11 +109,58 @@ def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(d
             if timer is not None:
                 timer.cancel()
         msg = str(info.value)
-        assert "crashed its process" in msg and f"({how})" in msg, msg
+        if how != "SIGKILL" and is_gpu(device):
+            # a GPU reports the bad access or the trap as a launch error; the worker ends all the same
+            assert isinstance(info.value, builder.LaunchFailure) and "'boom' failed at its trial launch" in msg, msg
+        else:
+            assert "crashed its process" in msg and f"({how})" in msg, msg
         assert info.value.source == job["source"]
         assert w.proc is None  # the dead worker is forgotten
         assert w.compile(_job(device))  # a fresh worker
         assert w.proc.pid != pid
+    finally:
+        w.close()
+
+
+def test_a_failed_trial_launch_is_a_launch_failure_naming_the_kernel(device, monkeypatch):
+    """What the worker does where a launch fails without a crash (a GPU's illegal address: NVIDIA's OpenCL
+    answered INVALID_COMMAND_QUEUE at clFinish, and the worker's context was lost with it)."""
+    import pyopencl as cl
+
+    def lost(*args, **kw):
+        raise cl.LogicError("clFinish failed: INVALID_COMMAND_QUEUE")
+
+    job = _job(device)
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", lost)
+    with pytest.raises(builder.LaunchFailure, match=r"kernel 'k' failed at its trial launch .*INVALID_COMMAND_QUEUE"):
+        builder.compile_job(job, device)
+
+
+def test_a_worker_that_reports_a_launch_failure_is_replaced(device, tmp_path):
+    """The worker answers a LaunchFailure and ends; the client raises it (a CompilerCrash: the fallback chain
+    narrows the schedule) and starts a fresh worker for the next job."""
+    script = tmp_path / "fake_worker.py"
+    script.write_text("import json, sys\nsys.stdin.readline()\nprint(json.dumps({'ok': False, "
+                      "'launch_failure': True, 'message': \"kernel 'k' failed at its trial launch on X\", 'log': ''}))\n")
+
+    class OnceFake(builder.Worker):
+        """The fake worker first, real ones after it."""
+        started = 0
+
+        def _start(self):
+            self.started += 1
+            if self.started > 1:
+                return super()._start()
+            self.err = tempfile.TemporaryFile("w+b")
+            self.proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.err)
+
+    w = OnceFake()
+    try:
+        with pytest.raises(builder.LaunchFailure, match="failed at its trial launch") as info:
+            w.compile(_job(device), timeout=60)
+        assert isinstance(info.value, builder.CompilerCrash) and w.proc is None
+        assert w.compile(_job(device)) and w.started == 2  # a fresh, real worker
     finally:
         w.close()
 
