@@ -10,6 +10,13 @@ processes: :mod:`polyad.pipeline.probe`) and prints what passed.  With
 PoCL 3.1 with LLVM 15) can be installed (apt-get, root), it installs it and
 checks again.  Exit status 0 when some device is usable (scalar code compiles
 and computes right: polyad then uses only the vector widths that passed).
+
+A GPU driver's OpenCL library is found by the ICD loader only through a file
+in ``/etc/OpenCL/vendors`` (or ``$OCL_ICD_VENDORS``) naming it.  Containers
+get the library from the driver but often not that file: on the lent H200
+``/usr/lib/libnvidia-opencl.so`` was there, ``nvidia.icd`` was not, and
+every program saw PoCL alone.  The doctor says so whenever it sees such a
+library, and ``--fix`` writes the file (root, for ``/etc``).
 """
 
 import argparse
@@ -51,6 +58,61 @@ def _apt_install():
     return True
 
 
+#: vendor OpenCL libraries (a prefix of the file name) and the ICD file name to register each under
+VENDOR_LIBRARIES = (("libnvidia-opencl.so", "nvidia.icd", "NVIDIA"), ("libamdocl64.so", "amdocl64.icd", "AMD"),
+                    ("libigdrcl.so", "intel.icd", "Intel"))
+LIBRARY_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/opt/rocm/lib")
+ICD_DIR = "/etc/OpenCL/vendors"
+
+
+def _icd_dirs():
+    """Where the ICD loader looks: ``$OCL_ICD_VENDORS`` (a folder, or one .icd file) instead of ICD_DIR."""
+    env = os.environ.get("OCL_ICD_VENDORS")
+    return [env] if env else [ICD_DIR]
+
+
+def unregistered_vendor_libraries(lib_dirs=None, icd_dirs=None):
+    """[(vendor, library path, ICD file name)] for each vendor OpenCL library found in ``lib_dirs`` (the
+    usual places and ``$LD_LIBRARY_PATH``) that no ICD file in ``icd_dirs`` names: the loader cannot see it."""
+    if lib_dirs is None:
+        lib_dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d] + list(LIBRARY_DIRS)
+    named = set()
+    for d in icd_dirs if icd_dirs is not None else _icd_dirs():
+        files = [d] if os.path.isfile(d) else ([os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".icd")]
+                                               if os.path.isdir(d) else [])
+        for f in files:
+            try:
+                with open(f) as fh:
+                    named.add(os.path.basename(fh.read().strip()))
+            except OSError:
+                continue
+    found = []
+    for prefix, icd, vendor in VENDOR_LIBRARIES:
+        if any(n.startswith(prefix) for n in named):
+            continue
+        for d in lib_dirs:
+            libs = sorted(f for f in os.listdir(d) if f.startswith(prefix)) if os.path.isdir(d) else []
+            if libs:
+                found.append((vendor, os.path.join(d, libs[0]), icd))
+                break
+    return found
+
+
+def _register(found, icd_dir=ICD_DIR):
+    """Write an ICD file for each of ``found`` into ``icd_dir``; whether all were written."""
+    try:
+        os.makedirs(icd_dir, exist_ok=True)
+        for vendor, lib, icd in found:
+            with open(os.path.join(icd_dir, icd), "w") as fh:
+                fh.write(lib + "\n")
+            print(f"doctor: registered {vendor}'s OpenCL library: {os.path.join(icd_dir, icd)} names {lib}")
+        return True
+    except OSError as e:
+        print(f"doctor: could not write into {icd_dir}: {e}")
+        return False
+
+
 def _system_pocl_installed():
     return os.path.exists("/etc/OpenCL/vendors/pocl.icd")
 
@@ -67,6 +129,14 @@ def main(argv=None):
     except DeviceError as e:
         lines, usable, passes = [str(e)], False, False
     print("\n".join(lines))
+    hidden = unregistered_vendor_libraries()
+    target = next((d for d in _icd_dirs() if not d.endswith(".icd")), ICD_DIR)
+    for vendor, lib, icd in hidden:
+        print(f"doctor: {vendor}'s OpenCL library {lib} is installed but no ICD file names it, so no program sees "
+              f"its devices: `echo {lib} > {target}/{icd}`" + ("" if args.fix else " (or run with --fix)"))
+    if hidden and args.fix and _register(hidden, target):
+        # the OpenCL platform list is read once per process: check in a fresh one
+        return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"]).returncode
     if passes:
         print("doctor: OK, polyad builds and runs its kernels here")
         return 0
