@@ -130,11 +130,13 @@ def main(argv=None):
         lines, usable, passes = [str(e)], False, False
     print("\n".join(lines))
     hidden = unregistered_vendor_libraries()
-    target = next((d for d in _icd_dirs() if not d.endswith(".icd")), ICD_DIR)
+    target = _icd_dirs()[0]
     for vendor, lib, icd in hidden:
         print(f"doctor: {vendor}'s OpenCL library {lib} is installed but no ICD file names it, so no program sees "
-              f"its devices: `echo {lib} > {target}/{icd}`" + ("" if args.fix else " (or run with --fix)"))
-    if hidden and args.fix and _register(hidden, target):
+              f"its devices: " + (f"`echo {lib} > {target}/{icd}`" + ("" if args.fix else " (or run with --fix)")
+                                  if not os.path.isfile(target) else
+                                  f"OCL_ICD_VENDORS names the one file {target}; point it at a folder"))
+    if hidden and args.fix and not os.path.isfile(target) and _register(hidden, target):
         # the OpenCL platform list is read once per process: check in a fresh one
         return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"]).returncode
     if passes:

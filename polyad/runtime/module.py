@@ -479,9 +479,10 @@ def kernel_work_group_limit(kernel, device):
 
 def fit_work_group(lsize, most):
     """``lsize`` (innermost first, as OpenCL) shrunk to at most ``most`` work-items: outermost dimensions
-    first, each to its next smaller divisor, so the innermost (consecutive addresses: coalesced on a GPU) stays widest.  Each
-    dimension of the result divides the scheduled one, so a global size rounded up to whole scheduled groups
-    is whole groups of the result too, and the kernel (which reads no local ids) computes the same.
+    first, each to its next smaller divisor, so the innermost (consecutive addresses: coalesced on a GPU)
+    stays widest.  Each dimension of the result divides the scheduled one, so a global size rounded up to
+    whole scheduled groups is whole groups of the result too, and the kernel (which reads no local ids)
+    computes the same.
 
     >>> fit_work_group((128, 4), 256)
     (128, 2)

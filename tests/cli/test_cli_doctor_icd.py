@@ -58,3 +58,14 @@ def test_a_folder_it_cannot_write_is_said_not_raised(tmp_path, monkeypatch, caps
     assert doctor._register([("NVIDIA", str(lib / "libnvidia-opencl.so.1"), "nvidia.icd")], str(blocked)) is False
     assert "could not write into" in capsys.readouterr().out
     assert os.path.isfile(blocked)
+
+
+def test_an_icd_variable_naming_one_file_is_said_and_left_alone(tmp_path, monkeypatch, capsys):
+    lib, vendors = _tree(tmp_path)
+    monkeypatch.setattr(doctor, "LIBRARY_DIRS", (str(lib),))
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(vendors / "pocl.icd"))
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    monkeypatch.setattr(doctor, "report", lambda: (["ok   a device"], True, True))
+    assert doctor.main(["--fix"]) == 0
+    assert f"OCL_ICD_VENDORS names the one file {vendors / 'pocl.icd'}; point it at a folder" in capsys.readouterr().out
+    assert sorted(os.listdir(vendors)) == ["pocl.icd"]
