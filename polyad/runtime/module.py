@@ -149,7 +149,11 @@ class Module:
         import pyopencl as cl
 
         a = np.empty(t.shape, dtype=t.dtype)
-        cl.enqueue_copy(self.queue, a, _buffer(b, t), is_blocking=True)
+        buf = _buffer(b, t)
+        try:
+            cl.enqueue_copy(self.queue, a, buf, is_blocking=True)
+        except cl.Error as e:
+            raise self._device_error(f"reading {t.name!r} back", e) from e
         return a
 
     def __call__(self, *arrays):
@@ -190,6 +194,12 @@ class Module:
         import pyopencl as cl
 
         self._set_arguments(buffers)
+        try:  # free unless raised (not a context manager: a run of lenet_step's backward is 1.2 ms)
+            return self._enqueue(cl, buffers, wait)
+        except cl.Error as e:
+            raise self._device_error("running its kernels", e) from e
+
+    def _enqueue(self, cl, buffers, wait):
         event = None
         if self._after is not None:
             event = self._run_unordered(cl, wait)
@@ -235,6 +245,15 @@ class Module:
                 self.queue.finish()
                 samples[k.name].append(time.perf_counter() - t0)
         return {name: float(np.median(v)) for name, v in samples.items()}
+
+    def _device_error(self, doing, e):
+        """A driver's error while the module runs or reads back, as a DeviceError saying what failed where.
+        A GPU reports a kernel's fault (an out-of-bounds access) at the next call that waits, often a read,
+        and its context is lost with it: every later call in this process fails the same way."""
+        names = [k.name for _, k, _, _ in self._launches]
+        listed = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        return DeviceError(f"{self.device.name.strip()} failed {doing} (kernels {listed or 'none'}): "
+                           f"{type(e).__name__}: {e}; after a kernel's fault a GPU's context is lost for this process")
 
     def _run_unordered(self, cl, wait):
         """Enqueues the kernels on the device's out-of-order queue, each after the kernels it has a hazard

@@ -207,6 +207,42 @@ def test_a_kernel_that_cannot_run_its_scheduled_group_runs_the_largest_it_can(mo
     monkeypatch.setattr(runtime_module, "kernel_work_group_limit", lambda kernel, device: None)  # cannot say
     assert pa.build(Y, [X], schedule=Schedule("ls", default=StageSchedule(local_size=(4, 2)))).work_group_fits == {}
 
+
+def test_a_driver_error_while_running_or_reading_back_is_a_device_error(monkeypatch):
+    """A GPU reports a kernel's fault at the next call that waits (NVIDIA: INVALID_COMMAND_QUEUE): the user
+    gets a pa.DeviceError saying what failed on which device, not a bare pyopencl error."""
+    import pyopencl as cl
+
+    X = pa.placeholder((4, 6), name="X")
+    Y = pa.compute((4, 6), lambda i, j: X[i, j] + 1.0, name="Y_run")
+    k = pa.reduce_axis((0, 6), name="k")
+    Z = pa.compute((4,), lambda i: pa.sum(Y[i, k] * X[i, k], axis=k), name="Z_run")
+    one = pa.build(Y, [X])
+    two = pa.build([Y, Z], [X], schedule="naive")  # two kernels: the out-of-order queue where there is one
+    x = _rand(X)
+
+    def lost(*args, **kw):
+        raise cl.LogicError("clEnqueueNDRangeKernel failed: INVALID_COMMAND_QUEUE")
+
+    with monkeypatch.context() as m:
+        m.setattr(cl, "enqueue_nd_range_kernel", lost)
+        for mod, names in ((one, "Y_run"), (two, "Y_run, Z_run")):
+            with pytest.raises(pa.DeviceError, match=rf"failed running its kernels \(kernels {names}\): "
+                                                     "LogicError: .*INVALID_COMMAND_QUEUE"):
+                mod(x)
+    real_copy = cl.enqueue_copy
+
+    def read_fails(queue, dst, src, **kw):
+        if isinstance(dst, np.ndarray):
+            raise cl.LogicError("clEnqueueReadBuffer failed: INVALID_COMMAND_QUEUE")
+        return real_copy(queue, dst, src, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(cl, "enqueue_copy", read_fails)
+        with pytest.raises(pa.DeviceError, match="failed reading 'Y_run' back"):
+            one(x)
+    np.testing.assert_allclose(one(x), x + 1.0)  # nothing left broken on a device that did not fault
+
 # -- the exhaustive per-op set: pytest -m slow -------------------------------------------------
 _UNARY = ["exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf",
           "floor", "ceil", "round", "trunc", "abs", "sign"]
