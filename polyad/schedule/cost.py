@@ -54,6 +54,8 @@ class StageInfo:
         the strides, its ``shape`` the ``q`` extents).
     :param phased: ``((phase, StageInfo), ...)``: the info of the stage under each phase decomposition the
         ``stride_phases`` rule proposes (empty: none), see :meth:`phase_info`.
+    :param divided: a read's last index is the last output index floor-divided (``x // 2``: a pool's upsampled
+        gradient), which PoCL's work-item vectoriser does not widen.
     """
 
     name: str
@@ -71,6 +73,7 @@ class StageInfo:
     vectors: bool = True  # False for a stage with a bool output: OpenCL has no bool vectors
     phases: int = 1  # phase combinations its statements come from (a phased stage's info: prod of the strides)
     phased: tuple = ()  # ((phase, StageInfo over q), ...) for the phases the stride_phases rule proposes
+    divided: bool = False  # a read's last index is the last output index // k (k >= 2): x // 2
 
     def phase_info(self, phase):
         """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
@@ -190,6 +193,16 @@ def _contiguous(index, var):
     return False
 
 
+def _divided(index, var):
+    """True if ``index`` is ``var // k`` (k >= 2) plus something free of ``var``: k consecutive points read one
+    element."""
+    if isinstance(index, Call) and index.op in ("add", "sub") and len(index.args) == 2:
+        a, b = index.args
+        return (_divided(a, var) and not _uses(b, var)) or (index.op == "add" and _divided(b, var) and not _uses(a, var))
+    return (isinstance(index, Call) and index.op == "floordiv" and len(index.args) == 2 and index.args[0] is var
+            and isinstance(index.args[1], Const) and index.args[1].value >= 2)
+
+
 def _uses(e, var):
     return any(n is var for n in post_order(e))
 
@@ -221,7 +234,7 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
     """The :class:`StageInfo` of statements ``stmts`` over output ``shape`` (``box``: a compute, one statement
     over the whole box: no regions; ``phases``: the phase combinations ``stmts`` come from)."""
     it = fl = 0
-    loads, red, regions, plain, shared, strides = [], False, [], True, [], []
+    loads, red, regions, plain, shared, strides, divided = [], False, [], True, [], [], False
     first = {}  # a phased stage's reads per step: those of one phase of each source statement
     for st in stmts:
         i, f = statement_cost(st)
@@ -252,9 +265,10 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
                 contig = bool(outs) and len(n.indices) > 0 and _contiguous(n.indices[-1], last) and not any(
                     _uses(ix, last) for ix in n.indices[:-1])
                 loads.append((used, contig))
+                divided |= last is not None and len(n.indices) > 0 and _divided(n.indices[-1], last)
     info = StageInfo(name, shape, max(it, 1), fl, red, itemsize, tuple(loads), tuple(regions), plain,
                      sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0,
-                     phases=phases)
+                     phases=phases, divided=divided)
     # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
     # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
     if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):

@@ -1000,6 +1000,19 @@ def _copy_rows(op, info, dm, graph):
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
+def _divided_rows(op, info, dm, graph):
+    """The block of an elementwise stage that reads along its last dimension through a floor division
+    (``H[.., x // 2]``: a pool's upsampled gradient, ``info.divided``): PoCL's work-item vectoriser leaves those
+    naive loops scalar; explicit vectors along the row, one vector a work-item."""
+    if (info is None or info.reduction or not info.divided or info.strided or not op.shape or dm.kind != "cpu"
+            or not info.vectors):
+        return []  # (strided: a max-pool's gradient compares window indices; stride-cell blocks were measured there)
+    e = op.shape[-1]
+    vec = next((v for v in _const("divided_rows", "widths") if v in dm.widths and v <= dm.vector_width and e % v == 0),
+               None)
+    return [] if vec is None else [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (vec,), vectorize=vec)]
+
+
 # ---------------------------------------------------------------------------------------------
 # stage rules: stride phases
 # ---------------------------------------------------------------------------------------------
@@ -1534,6 +1547,15 @@ RULES = (
          "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36",
          **_deciding("copy_rows", _copy_rows),
          note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"),
+    Rule("divided_rows", "stage", "an elementwise stage reading along its last dimension through a floor "
+         "division (x // k: a pool's upsampled gradient; CPU): blocks of one vector of the widest of widths dividing "
+         "the row", {"widths": (4, 2)},
+         "PoCL, 2-core Zen 4: avg_pool's dX (32x17x280x280, H[.., y // 2, x // 2] / 4), in one process, alternating "
+         "rounds: naive 11.2 ms, 1x1x1x2/float2 6.5, 1x1x1x4/float4 6.6, 1x1x1x8/float8 6.7, 2x1x1x32/float4 6.6; "
+         "a store term in the cost model that would rank these instead put small elementwise stages (mlp_step's relu "
+         "and its gradient, 128x512) in float2 blocks, 1.22-1.31x slower: PoCL widens those itself",
+         **_deciding("divided_rows", _divided_rows),
+         note=lambda op, info, dm: "reads x // k along its rows: one vector a work-item"),
     # after copy_rows: the last rule whose limit keeps its own blocks decides (the copy back is a plain copy too)
     Rule("batch_back", "stage", "the copy back of a stage computed with its batch innermost (CPU): a run of the "
          "batch (contiguous reads) by two outputs (float2 stores)",

@@ -194,6 +194,43 @@ def test_copy_rows_blocks_plain_copies_only():
             assert not any("a copy: whole rows" in n for n in s.notes), (name, kind)
 
 
+
+@pytest.mark.opencl
+@pytest.mark.usefixtures("opencl")
+def test_divided_rows_vectorise_an_upsampled_gradient_only():
+    """avg_pool's data gradient reads H[.., y // 2, x // 2]: PoCL leaves its naive loops scalar (11.2 ms) where
+    float4 rows run 6.6.  The rule decides there (autodiff's and the hand-written gradient alike); not on a
+    max-pool's gradient (strided: its stride-cell blocks were measured), not on elementwise stages without a
+    divided read (mlp_step's relu: PoCL widens those itself, float2 blocks ran 1.22-1.31x slower), not on a
+    GPU, and the built gradient is the evaluated one."""
+    from polyad.schedule.cost import stage_info
+
+    gpu_model = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
+    for kind, outs in auto_golden.graphs("avg_pool", None):
+        if kind not in ("bwd", "hand"):
+            continue
+        s = auto_schedule(outs, device=ZEN5)
+        (name,) = [n for n in s.stages if n.startswith(("d_X", "avg_pool_dX"))]
+        assert s.stages[name] == StageSchedule(tile=(1, 1, 1, 4), vectorize=4), (kind, s.describe())
+        assert any("reads x // k along its rows" in n for n in s.notes), kind
+        assert not any("reads x // k" in n for n in auto_schedule(outs, device=gpu_model).notes)
+    for name in ("max_pool", "mlp_step", "softmax", "conv2d_3x3"):
+        for kind, outs in auto_golden.graphs(name, None):
+            assert not any("reads x // k" in n for n in auto_schedule(outs, device=ZEN5).notes), (name, kind)
+    # what counts as divided: x // k (k >= 2) plus terms free of x, along the last dimension only
+    X = pa.placeholder((4, 8), name="X")
+    Up = pa.compute((4, 16), lambda r, x: X[r, x // 2] * 0.25, name="Up")
+    Shift = pa.compute((4, 14), lambda r, x: X[r, x // 2 + 1], name="Shift")
+    Rows = pa.compute((8, 8), lambda r, x: X[r // 2, x], name="Rows")
+    Same = pa.compute((4, 8), lambda r, x: X[r, x // 1], name="Same")
+    assert [stage_info(t.op).divided for t in (Up, Shift, Rows, Same)] == [True, True, False, False]
+    up = auto_schedule([Up], device=ZEN5)
+    assert up.stages["Up"] == StageSchedule(tile=(1, 4), vectorize=4)
+    mod = pa.build(Up, [X], schedule=up)
+    x = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_allclose(mod(x), pa.evaluate(Up, {X: x}), rtol=1e-6)
+
+
 # ------------------------------------------------------------------------------------ padded lanes
 @settings(max_examples=30, deadline=None)
 @given(size=st.integers(9, 30), stride=st.integers(1, 3), dil=st.integers(1, 2), k=st.integers(2, 5),
