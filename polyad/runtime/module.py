@@ -518,5 +518,3 @@ def fit_work_group(lsize, most):
         while fitted[d] > 1 and math.prod(fitted) > most:
             fitted[d] = max(x for x in _divisors(fitted[d]) if x < fitted[d])
     return tuple(fitted)
-
-
