@@ -408,7 +408,10 @@ class VJPColumns:
     and leaves its residuals on the device; ``time`` times ``bwd`` alone on them."""
 
     def __init__(self, make, arrays):
+        from polyad.pipeline.vjp import forget_gradients
+
         self.make = make
+        forget_gradients()  # cold: another row's pa.vjp of the same graph would have left its gradient
         t0 = time.perf_counter()
         self.fwd, self.bwd = make()
         self.build_cold = time.perf_counter() - t0  # both modules (and pa.vjp's differentiation)

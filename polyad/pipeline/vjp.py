@@ -209,6 +209,12 @@ _GRADIENTS = collections.OrderedDict()
 _GRADIENTS_LOCK = threading.Lock()
 
 
+def forget_gradients():
+    """Empty ``pa.vjp``'s memo of gradients: its next call of any graph differentiates (a cold build, timed)."""
+    with _GRADIENTS_LOCK:
+        _GRADIENTS.clear()
+
+
 def _gradients(y, wrt, differentiate):
     """``(head, pa.differentiate(y, wrt, head))`` for a fresh placeholder ``head``, computed once for the same
     ``y`` and ``wrt`` (the objects: graphs are immutable) among the last :data:`GRADIENT_MEMO_SIZE`.  A second
