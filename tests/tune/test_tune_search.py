@@ -312,7 +312,8 @@ def test_the_final_check_drops_a_lucky_best_for_the_next_that_holds(tmp_path):
     log = tmp_path / "l.jsonl"
     # the search's ranking, to know its best and runner-up
     first = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=0)
-    ranked = sorted((r.time, r.config) for r in read_log(log) if r.error is None and r.config != auto_key)
+    ranked = [(t, c) for t, _, c in sorted((r.time, i, r.config) for i, r in enumerate(read_log(log))
+                                           if r.error is None and r.config != auto_key)]  # ties: trial order
     lucky.append(ranked[0][1])
     assert config_key(first.schedule) == lucky[0]
     seen.clear()
@@ -338,8 +339,9 @@ def test_the_race_finds_real_gains_behind_a_lucky_top_three(tmp_path):
     m, seen, lucky = _lucky_device(ctx)
     auto_key = config_key(ctx.auto)
     first = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, log=tmp_path / "s.jsonl", confirm=0)
-    ranked = sorted((r.time, r.config) for r in read_log(tmp_path / "s.jsonl")
-                    if r.error is None and r.config != auto_key and r.time < first.auto_time)
+    # ties broken by trial order, as the tuner ranks its contenders
+    ranked = [(t, c) for t, _, c in sorted((r.time, i, r.config) for i, r in enumerate(read_log(tmp_path / "s.jsonl"))
+                                           if r.error is None and r.config != auto_key and r.time < first.auto_time)]
     assert len(ranked) > CONFIRM_TOP + 1  # the fake device's quirks: real gains behind the lucky three
     lucky.extend(c for _, c in ranked[:CONFIRM_TOP])
     seen.clear()
