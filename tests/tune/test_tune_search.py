@@ -5,6 +5,7 @@ candidates.  No OpenCL: the space is a recorded device model's."""
 import json
 import math
 import statistics
+import time
 import warnings
 
 import pytest
@@ -190,6 +191,25 @@ def test_a_time_budget_stops_the_search(conv):
     ctx, outs, ins = conv
     res, m = _tune(ctx, outs, ins, trials=10_000, time_budget=0.0)
     assert m.calls <= 8  # the auto schedule, then at most one batch
+
+
+def test_a_round_is_sized_to_the_time_left(conv):
+    """A round of 20 candidates at 0.1 s each would run 2 s past a 1 s budget (the budget is checked between
+    rounds); the tuner sizes each round to the time left at the pace so far, so it stops near the budget."""
+    ctx, outs, ins = conv
+    _, m = _fake(ctx)
+    inner = m.measure
+
+    def slow(schedules, pair_same=False):
+        time.sleep(0.1 * len(schedules))
+        return inner(schedules, pair_same)
+
+    m.measure = slow
+    t0 = time.perf_counter()
+    res = pa.tune(outs, ins, measurer=m, trials=10_000, time_budget=1.0, batch=20, confirm=0)
+    took = time.perf_counter() - t0
+    assert 5 <= res.trials <= 13, res.trials  # about 1 s of 0.1 s trials, not 1 + 20
+    assert took < 1.8, took
 
 
 def test_the_space_has_graph_variants_and_auto_first():
