@@ -184,10 +184,10 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
                     if left <= 0:
                         break
                     want = pace.fit(want, left)
-                configs = search.propose(want, session.seen)
-                if not configs:
-                    break  # the space is exhausted
-                with pace(session):
+                with pace(session):  # the round's breeding and model training count too
+                    configs = search.propose(want, session.seen)
+                    if not configs:
+                        break  # the space is exhausted
                     session.run(configs, search, bar)
             if confirm > 0:
                 session.race()
