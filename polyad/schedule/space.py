@@ -1007,6 +1007,8 @@ def _divided_rows(op, info, dm, graph):
     if (info is None or info.reduction or not info.divided or info.strided or not op.shape or dm.kind != "cpu"
             or not info.vectors):
         return []  # (strided: a max-pool's gradient compares window indices; stride-cell blocks were measured there)
+    if _copy_rows(op, info, dm, graph):
+        return []  # a plain copy (no arithmetic) keeps copy_rows' whole rows, measured on copies
     e = op.shape[-1]
     vec = next((v for v in _const("divided_rows", "widths") if v in dm.widths and v <= dm.vector_width and e % v == 0),
                None)

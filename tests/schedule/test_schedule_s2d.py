@@ -224,6 +224,9 @@ def test_divided_rows_vectorise_an_upsampled_gradient_only():
     Rows = pa.compute((8, 8), lambda r, x: X[r // 2, x], name="Rows")
     Same = pa.compute((4, 8), lambda r, x: X[r, x // 1], name="Same")
     assert [stage_info(t.op).divided for t in (Up, Shift, Rows, Same)] == [True, True, False, False]
+    # a plain upsampling copy (no arithmetic) is copy_rows' (whole rows), as it was
+    Copy = pa.compute((4, 16), lambda r, x: X[r, x // 2], name="Copy")
+    assert any(n.startswith("Copy:") and "a copy: whole rows" in n for n in auto_schedule([Copy], device=ZEN5).notes)
     up = auto_schedule([Up], device=ZEN5)
     assert up.stages["Up"] == StageSchedule(tile=(1, 4), vectorize=4)
     mod = pa.build(Up, [X], schedule=up)
