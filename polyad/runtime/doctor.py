@@ -114,7 +114,7 @@ def _register(found, icd_dir=ICD_DIR):
 
 
 def _system_pocl_installed():
-    return os.path.exists("/etc/OpenCL/vendors/pocl.icd")
+    return os.path.exists(os.path.join(ICD_DIR, "pocl.icd"))
 
 
 def main(argv=None):

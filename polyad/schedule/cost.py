@@ -180,27 +180,27 @@ def full_fraction(info, tile):
     return full / tot if tot else 1.0
 
 
-def _contiguous(index, var):
-    """True if ``index`` is ``var`` plus something free of ``var`` (unit stride)."""
-    if index is var:
+def _plus_free(index, var, core):
+    """True if ``index`` is a ``core`` term plus (or minus) something free of ``var``."""
+    if core(index):
         return True
     if isinstance(index, Call) and index.op in ("add", "sub") and len(index.args) == 2:
         a, b = index.args
-        if a is var or (_contiguous(a, var) and not _uses(b, var)):
-            return not _uses(b, var)
-        if index.op == "add" and (b is var or _contiguous(b, var)):
-            return not _uses(a, var)
+        return (_plus_free(a, var, core) and not _uses(b, var)) or (
+            index.op == "add" and _plus_free(b, var, core) and not _uses(a, var))
     return False
+
+
+def _contiguous(index, var):
+    """True if ``index`` is ``var`` plus something free of ``var`` (unit stride)."""
+    return _plus_free(index, var, lambda e: e is var)
 
 
 def _divided(index, var):
     """True if ``index`` is ``var // k`` (k >= 2) plus something free of ``var``: k consecutive points read one
     element."""
-    if isinstance(index, Call) and index.op in ("add", "sub") and len(index.args) == 2:
-        a, b = index.args
-        return (_divided(a, var) and not _uses(b, var)) or (index.op == "add" and _divided(b, var) and not _uses(a, var))
-    return (isinstance(index, Call) and index.op == "floordiv" and len(index.args) == 2 and index.args[0] is var
-            and isinstance(index.args[1], Const) and index.args[1].value >= 2)
+    return _plus_free(index, var, lambda e: isinstance(e, Call) and e.op == "floordiv" and len(e.args) == 2
+                      and e.args[0] is var and isinstance(e.args[1], Const) and e.args[1].value >= 2)
 
 
 def _uses(e, var):
