@@ -10,7 +10,14 @@ machine's constants.  Measured, for the float32 vector widths the probe passed:
   accumulators (how many independent chains keep the FMA pipes busy, and where
   registers run out);
 - ``stream_gbs``: a vector copy of buffers well beyond the last-level cache;
-- ``cache_gbs``: repeated vector reads of a 16 KiB slice per work-item;
+- ``cache_gbs``: repeated vector reads of data that stays in cache.  On a CPU
+  each work-item re-reads its own 16 KiB slice.  On a GPU a work-group
+  re-reads a 32 KiB slice, its work-items interleaved (neighbours read
+  neighbouring vectors, as the scheduled kernels' reuse does), a few groups per
+  compute unit: a working set per unit that its L1 holds and, in all, well
+  within the reported cache.  (Per-work-item slices on a GPU measured neither:
+  addresses 16 KiB apart per neighbour, 138 MB in all on an H200, read 1 TB/s,
+  a third of its stream copy.)
 - ``launch_s``: enqueue-to-finish of an empty kernel (median);
 - on GPUs, ``local_sizes``: the work-group sizes within 10% of the fastest
   on the copy kernel.
@@ -30,6 +37,26 @@ _ACCS = (4, 8, 16, 32)
 _LANES = "0123456789abcdef"
 _ROUNDS = 8  # the fastest of 8 interleaved runs: a shared VM's slow spells last seconds
 _TARGET_S = 0.01  # seconds per timed run: well above the launch overhead, short enough for many rounds
+_GROUP_WIDTH = 4  # the GPU cache reads: float4, the widest single load on the GPUs we know
+_GROUP_SLICE = 32 << 10  # bytes a work-group re-reads
+_GROUPS_PER_UNIT = 4
+
+
+def cache_plan(gpu, compute_units, local, cache_bytes):
+    """How the cache bandwidth is read: ``(kernel, work_items, local_size, slices, slice_bytes)``.
+
+    CPU: one work-item per ``local`` slot, each on its own 16 KiB.  GPU: ``_GROUPS_PER_UNIT``
+    work-groups of ``local`` per compute unit, each on its own ``_GROUP_SLICE``, fewer groups where the
+    device reports a cache under twice that working set (never fewer than one per unit).  A slice
+    holds whole rounds of the kernel's 8 interleaved float4 reads per work-item.
+    """
+    if not gpu:
+        return "cache_read", compute_units * 4, local, compute_units * 4, 16 << 10
+    slice_bytes = max(_GROUP_SLICE, 8 * local * 4 * _GROUP_WIDTH)
+    groups = compute_units * _GROUPS_PER_UNIT
+    if cache_bytes > 0:
+        groups = min(groups, max(compute_units, cache_bytes // (2 * slice_bytes)))
+    return "cache_read_group", groups * local, local, groups, slice_bytes
 
 
 def _peak_kernel(n, acc):
@@ -58,6 +85,8 @@ def _source(widths, best_guess):
     w = max(widths)  # the cache reads: as wide as the device goes, or they measure the adder
     t = "float" if v == 1 else f"float{v}"
     tw = "float" if w == 1 else f"float{w}"
+    g = _GROUP_WIDTH if _GROUP_WIDTH in widths else 1  # the group form: one 16-byte load per work-item
+    tg = "float" if g == 1 else f"float{g}"
     parts.append(f"""
 __kernel void stream_copy(__global {t} const *restrict a, __global {t} *restrict b)
 {{
@@ -80,9 +109,24 @@ __kernel void cache_read(__global {tw} const *restrict a, __global float *restri
   out[g] = {"s" if w == 1 else " + ".join(f"s.s{_LANES[k]}" for k in range(w))};
 }}
 
+__kernel void cache_read_group(__global {tg} const *restrict a, __global float *restrict out, int slice, int reps)
+{{
+  int n = (int)get_local_size(0);
+  __global {tg} const *p = a + get_group_id(0) * (size_t)slice + get_local_id(0);
+  {tg} s0 = ({tg})(0.0f), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (int r = 0; r < reps; r++) {{
+    for (int i = 0; i < slice; i += 8 * n) {{
+      s0 += p[i]; s1 += p[i + n]; s2 += p[i + 2 * n]; s3 += p[i + 3 * n];
+      s4 += p[i + 4 * n]; s5 += p[i + 5 * n]; s6 += p[i + 6 * n]; s7 += p[i + 7 * n];
+    }}
+  }}
+  {tg} s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+  out[get_global_id(0)] = {"s" if g == 1 else " + ".join(f"s.s{_LANES[k]}" for k in range(g))};
+}}
+
 __kernel void empty(__global float *out) {{ }}
 """)
-    return "\n".join(parts), v, w
+    return "\n".join(parts), v, w, g
 
 
 def _best_time(queue, fn, repeat):
@@ -128,7 +172,7 @@ def measure(device, widths):
     queue = cl.CommandQueue(ctx, device)
     # the accumulator sweep runs at the widest width that passed (on GPUs, the scalar one)
     guess = 1 if gpu else max(widths)
-    src, sv, cw = _source(widths, guess)
+    src, sv, cw, gw = _source(widths, guess)
     prg = cl.Program(ctx, src).build()
     kernels = {k.function_name: k for k in prg.all_kernels()}
     mf = cl.mem_flags
@@ -189,18 +233,18 @@ def measure(device, widths):
     if gpu:
         local_sizes = tuple(sorted(ls for ls, g in copy_local.items() if ls is not None and g >= 0.9 * stream_gbs))
 
-    # cache bandwidth: each work-item re-reads its own 16 KiB slice
-    slice_vec = (16 << 10) // (4 * cw)
-    items = n_items if not gpu else cu * 64
-    src_buf = cl.Buffer(ctx, mf.READ_WRITE, size=items * slice_vec * 4 * cw)
-    cl.enqueue_fill_buffer(queue, src_buf, np.float32(1.0), 0, items * slice_vec * 4 * cw)
+    # cache bandwidth: data re-read from the cache (cache_plan says how)
+    kernel, items, cache_local, slices, slice_bytes = cache_plan(gpu, cu, local, cache_size)
+    slice_vec = slice_bytes // (4 * (gw if gpu else cw))
+    src_buf = cl.Buffer(ctx, mf.READ_WRITE, size=slices * slice_bytes)
+    cl.enqueue_fill_buffer(queue, src_buf, np.float32(1.0), 0, slices * slice_bytes)
     out2 = cl.Buffer(ctx, mf.READ_WRITE, size=items * 4)
 
     def cache_run(reps):
-        kernels["cache_read"](queue, (items,), (local,), src_buf, out2, np.int32(slice_vec), np.int32(reps))
+        kernels[kernel](queue, (items,), (cache_local,), src_buf, out2, np.int32(slice_vec), np.int32(reps))
 
     reps = _calibrated_reps(queue, cache_run)
-    cache_gbs = items * slice_vec * 4 * cw * reps / _best_time(queue, lambda: cache_run(reps), _ROUNDS) / 1e9
+    cache_gbs = slices * slice_bytes * reps / _best_time(queue, lambda: cache_run(reps), _ROUNDS) / 1e9
 
     def launch():
         kernels["empty"](queue, (1,), None, out)
