@@ -333,17 +333,25 @@ def _batch_lanes(op, info, dm):
 # ---------------------------------------------------------------------------------------------
 # graph rules: rfactor
 # ---------------------------------------------------------------------------------------------
+def _split_form(op):
+    """graph.rfactor's view of a stage: (reduce Exprs, reduce axes), or None where it cannot split it (a
+    compute, or a PolyOp's single box reduction: a convolution's weight gradient)."""
+    try:
+        _, reduces, red = _reduction_form(op)
+    except ScheduleError:
+        return None
+    return (reduces, red) if red else None
+
+
 def _reduction_extent(op):
-    b = op.body[0] if isinstance(op, ComputeOp) else None
-    if isinstance(b, Reduce):
-        return max(a.extent for a in b.axis)
-    return None
+    form = _split_form(op)
+    return max(a.extent for a in form[1]) if form else None
 
 
 def _interleaves(op):
     """graph.rfactor's choice: sum/max/min stages get interleaved partials (the factor is their count)."""
-    b = op.body[0] if isinstance(op, ComputeOp) else None
-    return isinstance(b, Reduce) and len(op.body) == 1 and b.combiner.kind() is not None
+    form = _split_form(op)
+    return form is not None and _interleavable(form[0])
 
 
 def _row_axis(op):
@@ -483,15 +491,22 @@ def _rfactor_rows(op, info, dm):
 def _rfactor_small_outputs(op, info, dm):
     e = _reduction_extent(op)
     points = _points(op)
-    if not e or points >= dm.min_parallel or info.iterations < _const("rfactor_small_outputs", "min_iterations") \
-            or e < _const("rfactor_small_outputs", "min_extent"):
+    k = RULE["rfactor_small_outputs"].constants
+    # a GPU whose work-items the outputs fill to a quarter or more runs the unsplit loops faster (measured)
+    most = dm.min_parallel * (k["gpu_fill"] if dm.kind == "gpu" else 1)
+    if not e or points >= most or info.iterations < k["min_iterations"] \
+            or info.iterations < k["min_extent"] * points or e < k["min_stride"] * 2:
         return []
     n_outer = -(-dm.min_parallel // points)
     V = max(dm.vector_width, 1)
     step = _const("rfactor_small_outputs", "min_stride")
     # graph.rfactor interleaves sum/max/min by a factor dividing the extent: ``factor`` partials per
     # point, enough vector blocks for every work-item, each reducing a stride of at least 8 elements
-    divs = [f for f in range(step, V * n_outer + 1, step) if e % f == 0 and e // f >= step] if _interleaves(op) else []
+    # (a stride counts every reduction axis: a convolution's weight gradient split over its batch still sums
+    # the whole image per partial)
+    terms = info.iterations // points
+    divs = [f for f in range(step, V * n_outer + 1, step) if e % f == 0 and f < e and terms // f >= step] \
+        if _interleaves(op) else []
     if divs:
         factor = divs[-1]
         parts = points * factor
@@ -1211,6 +1226,19 @@ def _tuple_reducer_rows(op, info, dm, graph, cands, ranked):
     return [c for c in ranked if c.schedule.tile and c.schedule.tile[-2] == 1 and c.schedule.tile[-1] >= wide] or ranked
 
 
+def _occupied(op, info, dm, graph, cands, ranked):
+    """A GPU's blocks: those that leave at least as many work-items as the naive loops or ``min_parallel``,
+    whichever is fewer (the naive loops where none does)."""
+    need = min(_points(op), dm.min_parallel)
+    keep = [c for c in ranked if _blocks(info, c.schedule) >= need]
+    return keep or [c for c in cands if c.schedule.tile is None][:1] or ranked
+
+
+def _blocks(info, ss):
+    return math.prod(-(-s // t) for s, t in zip(info.shape, ss.tile)) * info.phases if ss.tile else \
+        math.prod(info.shape) * info.phases
+
+
 def _local_size(ss, info, dm):
     """The work-group size the rule gives a block: the largest of the device's that its innermost blocks fill."""
     tile = ss.tile or (1,) * len(info.shape)
@@ -1496,10 +1524,14 @@ RULES = (
          "row leaves ragged lanes (conv2d_3x3 dW split over x by 8: 6.5 ms, unsplit 4.1)",
          target="rfactor", propose=_rfactor_rows),
     Rule("rfactor_small_outputs", "graph",
-         "rfactor a long reduction whose output cannot fill min_parallel work-items (Li2018)",
-         {"min_iterations": 1 << 15, "min_extent": 64, "min_stride": 8},
-         "Li et al. 2018's rule, not timed here: the factor gives at least min_parallel partial results, each "
-         "reducing at least 8 elements",
+         "rfactor a long reduction whose output cannot fill min_parallel work-items (Li2018); on a GPU, one "
+         "that fills under a quarter of them",
+         {"min_iterations": 1 << 15, "min_extent": 64, "min_stride": 8, "gpu_fill": 0.25},
+         "Li et al. 2018's rule: the factor gives at least min_parallel partial results, each reducing at least "
+         "8 elements.  On the H200 (thirteenth session, per-kernel device time): softmax's row sum (60 outputs of "
+         "1000) split 0.012 ms against 0.061 unsplit; conv2d_3x3's dW (2907 outputs, 21632 terms each) split 8 "
+         "ways over the batch 0.25 against 0.47; dense's dX (32000 outputs, 0.95 of min_parallel) split 256 "
+         "ways 0.30 against 0.029 unsplit (gpu_fill)",
          target="rfactor", propose=_rfactor_small_outputs),
     Rule("inline_once", "graph",
          "inline a reduction-free stage each of whose points is evaluated once where it ends up",
@@ -1673,6 +1705,16 @@ RULES = (
          "not timed on a GPU: the sizes are those the calibration's copy kernel ran fastest with "
          "(DeviceModel.local_sizes); the recorded GPU model's figures were never measured on one",
          applies=lambda op, info, dm, graph: bool(dm.local_sizes) and bool(info.shape), vary=_local_sizes),
+    Rule("gpu_occupancy", "stage",
+         "GPUs: the model ranks only blocks that leave as many work-items as the naive loops or min_parallel, "
+         "whichever is fewer (its per-work-item chains are a CPU's: it prices a few long-running work-items "
+         "as a few busy cores)",
+         {},
+         "the H200 (thirteenth session, per-kernel device time): lenet_step's conv1 weight gradient (150 outputs) "
+         "in 4x1x1x5 blocks, 10 work-items, 5.06 ms against 0.86 naive; dense's dW in 3x64 blocks (5208 "
+         "work-items) 0.15 ms against 0.019 in 6x2 (83334); conv2d_3x3's dX in 2x1x4x16 blocks 0.73 against "
+         "0.035 in 1x4x2x1",
+         applies=lambda op, info, dm, graph: dm.kind == "gpu" and bool(info.shape), limit=_occupied),
     # search: the argmin's tie-breaking
     Rule("near_best", "search", "candidates within ratio x the cheapest (+ slack) tie; the keys below break the tie",
          {"ratio": 1.03, "slack_s": 1e-6},

@@ -19,7 +19,7 @@ import pathlib
 HERE = pathlib.Path(__file__).resolve().parent
 DEVICES = HERE.parent / "data" / "devices"
 GOLDEN = HERE.parent / "data" / "auto_golden.json"
-MODELS = ("zen5-former-constants", "gpu-former-constants")
+MODELS = ("zen5-former-constants", "gpu-former-constants", "h200-calibrated")
 
 
 # the tiny shapes of tests/pipeline/workload_shapes.py when the schedules were recorded (fixed here: the

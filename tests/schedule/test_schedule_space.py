@@ -16,6 +16,7 @@ from polyad.schedule.space import graph_decisions, stage_space
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
 ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
 GPU = DeviceModel.load(_DEVICES / "gpu-former-constants.json")
+H200 = DeviceModel.load(_DEVICES / "h200-calibrated.json")
 
 
 def _close(got, ref):
@@ -104,21 +105,28 @@ def test_rfactor_forms_of_the_space_are_legal_and_build():
     assert kinds == {True, False, None}
 
 
+def _blocks(info, ss):
+    return math.prod(-(-s // t) for s, t in zip(info.shape, ss.tile or (1,) * len(info.shape)))
+
+
 def test_gpu_work_group_sizes_vary_each_block_and_the_model_ranks_one():
-    X = pa.placeholder((64, 512), name="X")
+    X = pa.placeholder((512, 512), name="X")
     W = pa.placeholder((256, 512), name="W")
     B = pa.placeholder((256,), name="B")
     Y = pa.nn.dense(X, W, B)  # on the GPU model: the matmul gets a work-group size
     g = graph_decisions(uniquely_named([Y]), GPU)
     s = auto_schedule([Y], device=GPU)
-    (name,) = [n for n, ss in s.stages.items() if ss.local_size]
+    name = "dense_matmul"
+    assert s.stages[name].local_size
     op = next(op for op in stage_ops(g.outputs)[0] if op.name == name)
     sp = stage_space(op, GPU, g)
     plain = [c for c in sp.candidates if c.schedule.local_size is None]
     sized = [c for c in sp.candidates if c.schedule.local_size is not None]
     assert len(sized) == len(GPU.local_sizes) * len(plain)
     assert all(c.rule.endswith("+gpu_local_sizes") for c in sized)
-    assert len(sp.ranked()) == len([c for c in plain if c.rule == "grid"])  # one work-group size per block
+    info = g.infos[name]
+    occupied = [c for c in plain if c.rule == "grid" and _blocks(info, c.schedule) >= GPU.min_parallel]
+    assert len(occupied) > 1 and len(sp.ranked()) == len(occupied)  # one work-group size per occupying block
     assert s.stages[name] in sp.ranked()
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, B))
@@ -258,3 +266,61 @@ def test_register_blocks_prefer_rows_32_floats_wide_among_near_best_blocks():
     i = pa.reduce_axis((0, 60), "i")
     dW = pa.compute((1000, 1000), lambda r, k: pa.sum(H[i, r] * X[i, k], axis=i), name="dW")
     assert auto_schedule([dW], device=ZEN4).stages["dW"].tile[-1] == 32
+
+
+def _lenet_conv1():
+    X = pa.placeholder((64, 1, 28, 28), name="X")
+    W = pa.placeholder((6, 1, 5, 5), name="W")
+    Y = pa.nn.conv2d(X, W, 1, 0, 1)
+    return pa.differentiate(Y, [W], head=pa.placeholder(Y.shape, name="H"))[0]
+
+
+def test_gpu_blocks_leave_as_many_work_items_as_the_naive_loops_or_the_device_wants():
+    """gpu_occupancy: on the H200 lenet's conv1 weight gradient (150 outputs) ran 5.06 ms in the 10
+    work-items of 4x1x1x5 blocks, 0.86 naive; a CPU model still ranks such blocks (a core runs each)."""
+    dW = _lenet_conv1()
+    op = dW.op
+    info = stage_info(op)
+    gpu = stage_space(op, H200)
+    assert {c.schedule.tile for c in gpu.candidates if c.ranked} == {None}  # 150 outputs: no block leaves 150
+    assert any(c.schedule.tile for c in gpu.candidates)  # the tuner still has them
+    assert any(_blocks(info, ss) < 150 for ss in stage_space(op, ZEN5).ranked())
+    # a large stage: blocks, but none leaving fewer than min_parallel work-items
+    X = pa.placeholder((1024, 256), name="X")
+    W = pa.placeholder((512, 256), name="W")
+    mm = pa.nn.dense(X, W)
+    info = stage_info(mm.op)
+    ranked = stage_space(mm.op, H200).ranked()
+    assert any(ss.tile for ss in ranked) and all(_blocks(info, ss) >= H200.min_parallel for ss in ranked)
+    assert any(_blocks(info, ss) < H200.min_parallel for ss in stage_space(mm.op, ZEN5).ranked())
+
+
+def test_gpu_splits_reductions_whose_outputs_fill_under_a_quarter_of_it():
+    """rfactor_small_outputs on the H200: a convolution's weight gradient splits over the batch, each partial
+    summing the rest of the image (lenet's conv1 is a PolyOp in its backward: its reduction box is read off
+    its isl domain); dense's data gradient, 32000 outputs for 33792 work-items, stays whole (split 256 ways it
+    ran 10x slower)."""
+    from polyad.bench.tuning import backward_graph
+
+    outs = uniquely_named(backward_graph("conv2d_3x3").outputs)
+    g = graph_decisions(outs, H200)
+    assert g.rfactor == {"d_W_from_conv2d": 8} and g.rule_of("rfactor", "d_W_from_conv2d") == "rfactor_small_outputs"
+    assert graph_decisions(outs, ZEN5).rule_of("rfactor", "d_W_from_conv2d") != "rfactor_small_outputs"  # fills a CPU
+    outs = uniquely_named(backward_graph("lenet_step").outputs)
+    (cw1,) = [op for op in stage_ops(outs)[0] if op.name == "d_cw1_from_conv2d"]
+    assert type(cw1).__name__ == "PolyOp"
+    assert graph_decisions(outs, H200).rfactor["d_cw1_from_conv2d"] == 32
+    Xd = pa.placeholder((32, 1000), name="X")
+    Wd = pa.placeholder((1000, 1000), name="W")
+    Yd = pa.nn.dense(Xd, Wd)
+    dX = pa.differentiate(Yd, [Xd], head=pa.placeholder(Yd.shape, name="H"))[0]
+    assert graph_decisions(uniquely_named([dX]), H200).rfactor == {}
+    # a row sum of 60 outputs does split, and the split graph computes the same
+    R = pa.placeholder((60, 1000), name="R")
+    k = pa.reduce_axis((0, 1000), name="k")
+    S = pa.compute((60,), lambda i: pa.sum(R[i, k], axis=k), name="S")
+    (rs,) = graph_decisions(uniquely_named([S]), H200).rfactor.items()
+    assert rs[0] == "S" and rs[1] >= 8
+    r = np.random.default_rng(0).standard_normal((60, 1000)).astype(np.float32)
+    sched = auto_schedule([S], device=H200)
+    np.testing.assert_allclose(pa.build(S, [R], schedule=sched)(r), r.sum(1), rtol=1e-4)
