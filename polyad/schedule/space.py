@@ -1226,6 +1226,11 @@ def _tuple_reducer_rows(op, info, dm, graph, cands, ranked):
     return [c for c in ranked if c.schedule.tile and c.schedule.tile[-2] == 1 and c.schedule.tile[-1] >= wide] or ranked
 
 
+def block_statements(ss):
+    """The statements a work-item's reduction block emits: one per vector of its tile, for each unrolled step."""
+    return (math.prod(ss.tile) // max(1, ss.vectorize) if ss.tile else 1) * max(1, ss.unroll)
+
+
 def _occupied(op, info, dm, graph, cands, ranked):
     """A GPU's blocks: those that leave at least as many work-items as the naive loops or ``min_parallel``,
     whichever is fewer (the naive loops where none does)."""
@@ -1344,6 +1349,8 @@ def stage_space(op, dm, graph=None, info=None, ranked_only=False):
                     seen.add(ss)
                     out.append(Candidate(ss, f"{c.rule}+{r.name}", c.ranked and mine))
         cands = out
+    cap = _const("block_code", "max_statements")
+    cands = [c for c in cands if not info.reduction or block_statements(c.schedule) <= cap]
     decided = None
     for r in stage_rules:
         if r.limit is None:
@@ -1705,6 +1712,15 @@ RULES = (
          "not timed on a GPU: the sizes are those the calibration's copy kernel ran fastest with "
          "(DeviceModel.local_sizes); the recorded GPU model's figures were never measured on one",
          applies=lambda op, info, dm, graph: bool(dm.local_sizes) and bool(info.shape), vary=_local_sizes),
+    Rule("block_code", "stage",
+         "reductions: no block emitting more than max_statements statements (vectors of its tile times the "
+         "unroll), for the model or the tuner (reduction-free blocks loop over whole rows: whole_rows)",
+         {"max_statements": 512},
+         "lenet_step's tuning (thirteenth session): one candidate, d_pool2d_from_conv2d_t in 4x1x8x64/float2 blocks "
+         "unrolled 4 (4096 statements), spent 18.3 s in isl's code generation (its other stages 0.2-0.6 s); on the "
+         "lent GPU such rounds ran the tuner past its budget.  In the tenth session's 13 logs (38,686 stage "
+         "measurements) no stage's best takes over 5% longer within 512",
+         ),
     Rule("gpu_occupancy", "stage",
          "GPUs: the model ranks only blocks that leave as many work-items as the naive loops or min_parallel, "
          "whichever is fewer (its per-work-item chains are a CPU's: it prices a few long-running work-items "

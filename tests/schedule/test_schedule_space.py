@@ -324,3 +324,18 @@ def test_gpu_splits_reductions_whose_outputs_fill_under_a_quarter_of_it():
     r = np.random.default_rng(0).standard_normal((60, 1000)).astype(np.float32)
     sched = auto_schedule([S], device=H200)
     np.testing.assert_allclose(pa.build(S, [R], schedule=sched)(r), r.sum(1), rtol=1e-4)
+
+
+def test_no_candidate_emits_more_statements_than_the_block_code_cap():
+    """A 4x1x8x64/float2 block unrolled 4 of lenet's pooled gradient (a reduction) took isl 18 s to generate: the
+    space caps the statements a reduction's block emits, for the model and the tuner alike."""
+    from polyad.bench.tuning import backward_graph
+    from polyad.schedule.space import RULE, block_statements
+
+    cap = RULE["block_code"].constants["max_statements"]
+    assert block_statements(StageSchedule(tile=(4, 1, 8, 64), vectorize=2, unroll=4)) == 4096 > cap
+    outs = uniquely_named(backward_graph("lenet_step").outputs)
+    g = graph_decisions(outs, ZEN5)
+    sizes = [block_statements(c.schedule) for op in stage_ops(g.outputs)[0] if op.name not in g.inline
+             and g.infos[op.name].reduction for c in stage_space(op, ZEN5, g, g.infos[op.name]).candidates]
+    assert len(sizes) > 1000 and max(sizes) <= cap and any(s > cap // 4 for s in sizes)
