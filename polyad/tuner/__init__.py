@@ -173,10 +173,9 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         search = POLICIES[policy](space, random.Random(seed), ctx.model)
         n_batch = batch or max(4, 2 * getattr(measurer, "workers", 1))
         bar = _bar(progress, trials)
-        pace = _Pace()
+        pace = _Pace(first=max(1, getattr(measurer, "workers", 1)))
         try:
-            with pace(session):
-                session.run([space.auto_config()], search, bar)
+            session.run([space.auto_config()], search, bar)  # often a cache hit: not the search's pace
             while session.trials < trials and not measurer.nothing_to_tune:
                 want = min(n_batch, trials - session.trials)
                 if time_budget is not None:
@@ -206,12 +205,14 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
 
 
 class _Pace:
-    """Seconds a trial has taken so far (the search's rounds, auto's included), to size a round to the time
-    left: the budget is checked between rounds, and a round is twice the workers (32 candidates on the lent
-    GPU machine's 16 cores, where conv2d_3x3's tuning ran 20 s past a 40 s budget with auto's record alone)."""
+    """Seconds a trial of the search has taken so far, to size a round to the time left: the budget is checked
+    between rounds, and a round is twice the workers (32 candidates on the lent GPU machine's 16 cores, where
+    conv2d_3x3's tuning ran 20 s past a 40 s budget with auto's record alone).  Before any search round the
+    pace is unknown, and the round is one candidate per worker: auto's trial, built from the kernel cache in
+    0.1 s, said nothing of lenet_step's candidates, whose first round of 32 ran 35 s past a 40 s budget."""
 
-    def __init__(self):
-        self.seconds, self.trials = 0.0, 0
+    def __init__(self, first=1):
+        self.seconds, self.trials, self.first = 0.0, 0, first
 
     @contextlib.contextmanager
     def __call__(self, session):
@@ -225,7 +226,7 @@ class _Pace:
     def fit(self, want, left):
         """At most ``want`` candidates, as many as ``left`` seconds hold at the pace so far (at least one)."""
         if self.trials == 0 or self.seconds <= 0:
-            return want
+            return min(want, self.first)
         return max(1, min(want, int(left / (self.seconds / self.trials))))
 
 
