@@ -208,8 +208,8 @@ class _Pace:
     """Seconds a trial of the search has taken so far, to size a round to the time left: the budget is checked
     between rounds, and a round is twice the workers (32 candidates on the lent GPU machine's 16 cores, where
     conv2d_3x3's tuning ran 20 s past a 40 s budget with auto's record alone).  Before any search round the
-    pace is unknown, and the round is one candidate per worker: auto's trial, built from the kernel cache in
-    0.1 s, said nothing of lenet_step's candidates, whose first round of 32 ran 35 s past a 40 s budget."""
+    pace is unknown, and the round is one candidate per worker: auto's trial often comes from the kernel cache
+    (0.1 s there) and says nothing of what a candidate costs."""
 
     def __init__(self, first=1):
         self.seconds, self.trials, self.first = 0.0, 0, first
