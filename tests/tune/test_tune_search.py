@@ -208,7 +208,9 @@ def test_a_round_is_sized_to_the_time_left(conv):
     t0 = time.perf_counter()
     res = pa.tune(outs, ins, measurer=m, trials=10_000, time_budget=1.0, batch=20, confirm=0)
     took = time.perf_counter() - t0
-    assert 5 <= res.trials <= 13, res.trials  # about 1 s of 0.1 s trials, not 1 + 20
+    # about 1 s of 0.1 s trials, not 1 + 20; fewer on a loaded machine, whose breeding and model training the
+    # pace counts too (the first round is one candidate: the fake has one worker)
+    assert 3 <= res.trials <= 13, res.trials
     assert took < 1.8, took
 
 
