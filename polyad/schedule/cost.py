@@ -28,7 +28,7 @@ from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
 from . import StageSchedule
 
-__all__ = ["StageInfo", "stage_info", "full_fraction", "stage_cost", "stage_features", "phase_build_s", "FEATURES",
+__all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s", "FEATURES",
            "STRIDED_NAIVE", "PARTIAL_PENALTY"]
 
 
@@ -154,6 +154,14 @@ def _regions(st):
     else:
         U = O
     return (None if U.is_empty() else tuple(bounds(U))), tuple(bounds(O))
+
+
+def block_count(info, tile):
+    """The work-items of a stage in blocks of ``tile`` (None: the naive loops, one a point): a phased info's
+    blocks hold every phase, so they tile its ``q`` shape alone."""
+    if not info.shape:
+        return 1
+    return math.prod(-(-s // t) for s, t in zip(info.shape, tile or (1,) * len(info.shape)))
 
 
 def full_fraction(info, tile):
@@ -425,7 +433,7 @@ def _terms(info, ss, dm):
     tile = ss.tile or (1,) * rank
     points = max(1, math.prod(info.shape) * info.phases)  # a phased info's shape is one phase's (q)
     block = max(1, math.prod(tile))
-    blocks = math.prod(-(-s // t) for s, t in zip(info.shape, tile)) if rank else 1
+    blocks = block_count(info, tile)
     red = max(1.0, info.iterations / points)
     vec = ss.vectorize
     acc = max(1, block // vec)  # independent (vector) accumulators per work-item

@@ -30,7 +30,7 @@ from ..te.expr import Call, Load, Reduce
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
 from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
-from .cost import _contiguous, _rate, _uses, stage_info
+from .cost import _contiguous, _rate, _uses, block_count, stage_info
 from .graph import (_interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_padding, fold, foldable,
                     inlinable, inline, innermost, movable, pad_reads,
                     paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
@@ -348,12 +348,6 @@ def _reduction_extent(op):
     return max(a.extent for a in form[1]) if form else None
 
 
-def _interleaves(op):
-    """graph.rfactor's choice: sum/max/min stages get interleaved partials (the factor is their count)."""
-    form = _split_form(op)
-    return form is not None and _interleavable(form[0])
-
-
 def _row_axis(op):
     """The reduction axis a single-output sum/max/min reads contiguously (the last index of every
     load that uses it is that axis plus something free of it), or None.  Only pure row reductions:
@@ -489,13 +483,17 @@ def _rfactor_rows(op, info, dm):
 
 
 def _rfactor_small_outputs(op, info, dm):
-    e = _reduction_extent(op)
     points = _points(op)
     k = RULE["rfactor_small_outputs"].constants
     # a GPU whose work-items the outputs fill to a quarter or more runs the unsplit loops faster (measured)
     most = dm.min_parallel * (k["gpu_fill"] if dm.kind == "gpu" else 1)
-    if not e or points >= most or info.iterations < k["min_iterations"] \
-            or info.iterations < k["min_extent"] * points or e < k["min_stride"] * 2:
+    form = _split_form(op) if points < most else None
+    if form is None:
+        return []
+    e = max(a.extent for a in form[1])
+    # graph.rfactor's choice: sum/max/min stages get interleaved partials (the factor is their count)
+    inter = _interleavable(form[0])
+    if info.iterations < k["min_iterations"] or info.iterations < k["min_extent"] * points or e < k["min_stride"] * 2:
         return []
     n_outer = -(-dm.min_parallel // points)
     V = max(dm.vector_width, 1)
@@ -506,14 +504,14 @@ def _rfactor_small_outputs(op, info, dm):
     # the whole image per partial)
     terms = info.iterations // points
     divs = [f for f in range(step, V * n_outer + 1, step) if e % f == 0 and f < e and terms // f >= step] \
-        if _interleaves(op) else []
+        if inter else []
     if divs:
         factor = divs[-1]
         parts = points * factor
     else:  # blocks of ``factor`` (a power of two; one dividing e would interleave: halve it until not)
         factor = max(step, -(-e // n_outer))
         factor = 1 << (factor.bit_length() - 1)  # a power of two, rounded down: at least n_outer partials
-        while _interleaves(op) and factor >= 2 and e % factor == 0:
+        while inter and factor >= 2 and e % factor == 0:
             factor //= 2
         parts = points * -(-e // factor)
     if factor >= e or factor < 2:
@@ -1235,13 +1233,8 @@ def _occupied(op, info, dm, graph, cands, ranked):
     """A GPU's blocks: those that leave at least as many work-items as the naive loops or ``min_parallel``,
     whichever is fewer (the naive loops where none does)."""
     need = min(_points(op), dm.min_parallel)
-    keep = [c for c in ranked if _blocks(info, c.schedule) >= need]
+    keep = [c for c in ranked if block_count(info, c.schedule.tile) >= need]
     return keep or [c for c in cands if c.schedule.tile is None][:1] or ranked
-
-
-def _blocks(info, ss):
-    return math.prod(-(-s // t) for s, t in zip(info.shape, ss.tile)) * info.phases if ss.tile else \
-        math.prod(info.shape) * info.phases
 
 
 def _local_size(ss, info, dm):
