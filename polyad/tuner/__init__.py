@@ -31,6 +31,9 @@ CONFIRM_TOP = 3
 # candidates measured once more before the end check, the check then taking its CONFIRM_TOP by the mean of their two
 # readings: the search's fastest three are often its luckiest (conv2d_3x3's read 1.00-1.12x auto in the check)
 RACE_TOP = 8
+# the least a candidate's compile is given once the time budget is nearly spent: lenet_step's candidates compile in
+# 1-3 s a kernel, and one that needs longer is lost, not mismeasured
+MIN_TIMEOUT = 10.0
 
 
 @dataclass
@@ -136,7 +139,8 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param name: a readable name the records carry (``"softmax"``).
     :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
     :param repeat: timed runs per candidate (the median counts).
-    :param timeout: seconds a candidate's compile or first run may take.
+    :param timeout: seconds a candidate's compile or first run may take (with ``time_budget``, at most what is left of
+        it, but never under ``MIN_TIMEOUT``).
     :param confirm: at the end, the search's ``RACE_TOP`` fastest are measured once more (logged as
         ``candidate="race"``); the ``CONFIRM_TOP`` fastest of them by the mean of their two readings and the auto
         schedule are then measured again, each in a fresh module, this many rounds (default 5) in a rotating
@@ -177,17 +181,19 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         try:
             session.run([space.auto_config()], search, bar)  # often a cache hit: not the search's pace
             while session.trials < trials and not measurer.nothing_to_tune:
-                want = min(n_batch, trials - session.trials)
+                want, cap = min(n_batch, trials - session.trials), None
                 if time_budget is not None:
                     left = time_budget - (time.perf_counter() - start)
                     if left <= 0:
                         break
                     want = pace.fit(want, left)
+                    # a compile that hangs costs what is left of the budget, not the whole per-candidate timeout
+                    cap = max(left, MIN_TIMEOUT) if left < timeout else None
                 with pace(session):  # the round's breeding and model training count too
                     configs = search.propose(want, session.seen)
                     if not configs:
                         break  # the space is exhausted
-                    session.run(configs, search, bar)
+                    session.run(configs, search, bar, timeout=cap)
             if confirm > 0:
                 session.race()
             session.confirm(confirm)
@@ -283,7 +289,7 @@ class _Session:
         self.confirmed = None  # (auto Trial, best Trial): medians of the side-by-side check
         self.compile_s = self.measure_s = 0.0
 
-    def run(self, configs, search, bar):
+    def run(self, configs, search, bar, timeout=None):
         from .measure import Trial
 
         todo, scheds = [], []
@@ -302,7 +308,7 @@ class _Session:
             scheds.append(s)
         if not todo:
             return
-        for c, s, t in zip(todo, scheds, self._measure(scheds)):
+        for c, s, t in zip(todo, scheds, self._measure(scheds, **({} if timeout is None else {'timeout': timeout}))):
             self.trials += 1
             self._tell(c, s, t, search, write=True)
             if bar is not None:

@@ -28,7 +28,7 @@ def _remote_model(device):
     return device_key(dev), device_model(dev).to_dict()
 
 
-def _remote_measure(graph, token, schedule_json, options, pair_same=False):
+def _remote_measure(graph, token, schedule_json, options, pair_same=False, timeout=None):
     """On a worker: measure one schedule (JSON text) of the scattered graph; the Trial as a dict."""
     from dataclasses import asdict
 
@@ -45,7 +45,7 @@ def _remote_measure(graph, token, schedule_json, options, pair_same=False):
             while len(_MEASURERS) >= _KEEP:  # each holds a compiler process and device buffers
                 _MEASURERS.pop(next(iter(_MEASURERS))).close()
             _MEASURERS[token] = m
-        t = m.measure([Schedule.from_json(schedule_json)], pair_same=pair_same)[0]
+        t = m.measure([Schedule.from_json(schedule_json)], pair_same=pair_same, timeout=timeout)[0]
     return asdict(t)
 
 
@@ -83,11 +83,11 @@ class DaskMeasurer(Measurer):
         self._token = uuid.uuid4().hex
         self._options = {"device": device, "repeat": repeat, "timeout": timeout}
 
-    def measure(self, schedules, pair_same=False):
+    def measure(self, schedules, pair_same=False, timeout=None):
         from .measure import Trial
 
         futures = [self.client.submit(_remote_measure, self._graph, self._token, s.to_json(), self._options,
-                                      pair_same, pure=False) for s in schedules]
+                                      pair_same, timeout, pure=False) for s in schedules]
         out = []
         for f in futures:
             try:

@@ -183,10 +183,11 @@ class Measurer:
         """The :class:`Context` of the graph it measures."""
         return self._context
 
-    def measure(self, schedules, pair_same=False):
+    def measure(self, schedules, pair_same=False, timeout=None):
         """One :class:`Trial` per schedule, in order.  ``pair_same``: time a schedule that compiles to the
         reference's own kernels beside the reference too (the end check's fresh modules of auto), instead of
-        giving it the ratio 1."""
+        giving it the ratio 1.  ``timeout``: seconds a candidate's compile or first run may take in this batch, if
+        less than the measurer's own (the tuner's time budget nearly spent)."""
         raise NotImplementedError
 
     def close(self):
@@ -243,7 +244,7 @@ class LocalMeasurer(Measurer):
 
         return program_for(self.outs, self.ins, schedule, self.dev, self._context.model)  # what pa.build compiles
 
-    def measure(self, schedules, pair_same=False):
+    def measure(self, schedules, pair_same=False, timeout=None):
         from ..runtime.cache import precompile
         from ..runtime.module import per_kernel_requests
 
@@ -264,7 +265,8 @@ class LocalMeasurer(Measurer):
             from ..runtime.builder import Worker
 
             self._pool = [Worker() for _ in range(self.workers)]
-        built = precompile(distinct, self.dev, timeout=self.timeout, pool=self._pool)
+        limit = self.timeout if timeout is None else min(self.timeout, timeout)
+        built = precompile(distinct, self.dev, timeout=limit, pool=self._pool)
         failed = {r[0]: e for r, e in zip(distinct, built) if e is not None}
         for i, reqs in enumerate(requests):
             bad = [failed[r[0]] for r in reqs.values() if r[0] in failed]
@@ -275,7 +277,7 @@ class LocalMeasurer(Measurer):
         for p, reqs, err in zip(programs, requests, errors):
             t1 = time.perf_counter()
             if err is None:
-                trial = self._run(p, reqs, pair_same)
+                trial = self._run(p, reqs, pair_same, limit)
             else:
                 trial = Trial(error=err, device=self.device_key)
             out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
@@ -288,7 +290,7 @@ class LocalMeasurer(Measurer):
         self._pool = None
         self._ref = None
 
-    def _run(self, program, requests, pair_same=False):
+    def _run(self, program, requests, pair_same=False, timeout=None):
         from ..runtime.cache import get_program
         from ..runtime.module import Module
 
@@ -316,10 +318,11 @@ class LocalMeasurer(Measurer):
                                    f"outputs (tolerance {self.rtol:g})")
         # the first run also allocates the intermediates and lets the driver specialise each kernel: a
         # run under a second is never cut
-        limit = self.timeout if self.ref_time is None else min(self.timeout, max(1.0, self.slow * self.ref_time))
+        timeout = self.timeout if timeout is None else timeout
+        limit = timeout if self.ref_time is None else min(timeout, max(1.0, self.slow * self.ref_time))
         if first > limit:
             why = f"over {self.slow:g}x the auto schedule's {self.ref_time * 1e3:.3g} ms" \
-                if self.ref_time is not None and limit < self.timeout else f"the timeout, {self.timeout:g} s"
+                if self.ref_time is not None and limit < timeout else f"the timeout, {timeout:g} s"
             return Trial(error=f"too slow: one run took {first:.3g} s, stopped at {limit:.3g} s ({why})")
         for _ in range(self.warmup):
             mod.run(*bufs)
@@ -395,7 +398,7 @@ class FunctionMeasurer(Measurer):
         self.device_key = device_key
         self.calls = 0
 
-    def measure(self, schedules, pair_same=False):
+    def measure(self, schedules, pair_same=False, timeout=None):
         out = []
         for s in schedules:
             self.calls += 1

@@ -204,6 +204,23 @@ def test_a_candidate_over_its_time_limit_is_stopped_after_one_run(tmp_path):
     assert all(r.time is None for r in recs)
 
 
+def test_a_batch_timeout_under_the_measurers_own_cuts_its_candidates():
+    """The tuner passes what is left of its budget as a batch's timeout: a compile over it is an error, and the
+    next batch has the measurer's own timeout again."""
+    outs, ins = _dense_backward(n=20)
+    m = LocalMeasurer(outs, ins, workers=1, repeat=2)
+    try:
+        ctx = m.context()
+        assert ctx.auto.stages
+        other = dataclasses.replace(ctx.auto, name="tuned", stages={})  # naive loops
+        [cut] = m.measure([other], timeout=1e-9)
+        assert cut.error and ("did not finish" in cut.error or "too slow" in cut.error), cut.error
+        [again] = m.measure([ctx.auto])
+        assert again.ok, again.error
+    finally:
+        m.close()
+
+
 def test_a_build_without_kernels_is_measured_once(tmp_path):
     """flatten's gradient is a bitcast of H: no kernel, so no schedule changes anything."""
     X = pa.placeholder((2, 3, 4), name="X")

@@ -216,7 +216,7 @@ def test_a_round_is_sized_to_the_time_left(conv, clock):
     _, m = _fake(ctx)
     inner, rounds = m.measure, []
 
-    def slow(schedules, pair_same=False):
+    def slow(schedules, pair_same=False, timeout=None):
         rounds.append(len(schedules))
         clock.spend(0.1 * len(schedules))
         return inner(schedules, pair_same)
@@ -228,6 +228,26 @@ def test_a_round_is_sized_to_the_time_left(conv, clock):
     assert res.trials == 10 and clock.now() == pytest.approx(1.0)
 
 
+def test_near_the_end_of_the_budget_a_candidate_gets_what_is_left_not_the_whole_timeout(conv, clock):
+    """A compile that hangs would cost the per-candidate timeout (60 s) whatever the budget left: once less than
+    that is left, each round's candidates get what is left, never under MIN_TIMEOUT."""
+    from polyad.tuner import MIN_TIMEOUT
+
+    ctx, outs, ins = conv
+    _, m = _fake(ctx)
+    inner, caps = m.measure, []
+
+    def slow(schedules, pair_same=False, timeout=None):
+        caps.append(timeout)
+        clock.spend(32.0 * len(schedules))
+        return inner(schedules, pair_same)
+
+    m.measure = slow
+    pa.tune(outs, ins, measurer=m, trials=10_000, time_budget=100.0, timeout=60.0, batch=4, confirm=0)
+    # auto (t=32), one candidate with 68 s left (t=64), one with 36 s left (t=96), one with 4 s left (t=128)
+    assert MIN_TIMEOUT == 10.0 and caps == [None, None, 36.0, 10.0], caps
+
+
 def test_the_first_round_is_one_candidate_per_worker(conv, clock):
     """auto's trial is no pace for the search (on the GPU machine it came from the kernel cache in 0.1 s): the
     first round is one candidate per worker, then rounds of what the time left holds at the search's pace."""
@@ -235,7 +255,7 @@ def test_the_first_round_is_one_candidate_per_worker(conv, clock):
     _, m = _fake(ctx)
     inner, rounds = m.measure, []
 
-    def slow(schedules, pair_same=False):
+    def slow(schedules, pair_same=False, timeout=None):
         rounds.append(len(schedules))
         if rounds[1:]:  # auto's first: a kernel-cache hit
             clock.spend(0.3 * len(schedules))
@@ -538,7 +558,7 @@ def test_a_dask_worker_keeps_measurers_for_its_latest_graphs_and_closes_the_olde
         def __init__(self, *a, **k):
             pass
 
-        def measure(self, schedules, pair_same=False):
+        def measure(self, schedules, pair_same=False, timeout=None):
             return [measure.Trial(1.0, (1.0,))]
 
         def close(self):
