@@ -55,6 +55,9 @@ class TuneResult:
     :param errors: trials that failed (build errors, wrong results, timeouts).
     :param workload: the workload key the records carry.
     :param device: the device key the best time was measured on.
+    :param graph: the chosen schedule's graph decisions as moves from auto's (``"no pad_reads of X + materialise
+        Y"``), ``"auto"`` where they are auto's.
+    :param variants: the graph variants this run measured a configuration of (auto's included).
     """
 
     schedule: Schedule
@@ -69,6 +72,8 @@ class TuneResult:
     errors: int = 0
     workload: str = ""
     device: str = ""
+    graph: str = "auto"
+    variants: int = 1
 
     @property
     def speedup(self):
@@ -108,7 +113,9 @@ class TuneResult:
         return (f"{self.trials} trials ({self.errors} failed), best {self.time * 1e3:.3f} ms against auto "
                 f"{self.auto_time * 1e3:.3f} ms: {self.speedup:.2f}x; {w.get('total', 0.0):.1f} s, "
                 f"{100 * busy:.0f}% compiling and measuring"
-                + (" (interrupted)" if self.interrupted else ""))
+                + (" (interrupted)" if self.interrupted else "")
+                + f"\ngraph decisions: {self.graph} ({self.variants} graph variant{'s' if self.variants != 1 else ''} "
+                  f"measured)")
 
 
 def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None, workers=None, seed=0,
@@ -459,4 +466,5 @@ class _Session:
         return TuneResult(sched, tuned, auto_t.time, self.trials, stages, history, self.log_path,
                           self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
                                              "search": search_s, "total": total}, self.errors, self.wkey,
-                          self.measurer.device_key)
+                          self.measurer.device_key, self.space.variants[best_c[0]].why,
+                          len({c[0] for c, t in self.results.items() if t.ok}))

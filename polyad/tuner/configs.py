@@ -1,8 +1,9 @@
 """The tuner's view of the schedule space: graph variants and per-stage candidate lists.
 
-A **variant** is one set of graph-level decisions (``inline``, ``rfactor``, ``pad``): the auto
-schedule's (variant 0) and its single-decision neighbours (one stage inlined or not, one rfactor
-dropped, added or refactored, one pad dropped).  Each variant has its own stages and, per stage, the
+A **variant** is one set of graph-level decisions (``inline``, ``rfactor``, ``pad``, ...): the auto
+schedule's (variant 0) and graphs some :class:`Move` s from it (one stage inlined or not, one rfactor
+dropped, added or refactored, one pad dropped, ...), auto's one-move neighbours built first and the rest
+as the search probes them.  Each variant has its own stages and, per stage, the
 candidates the auto-scheduler chooses from (:mod:`polyad.schedule.space`), with the auto schedule's
 choice first.  A **config** is ``(variant, candidate index per stage)``: config ``(0, (0, ..., 0))``
 is the auto schedule itself, which the tuner measures first and never reports a slower one than.
@@ -67,27 +68,93 @@ class Variant:
                         space_to_depth=self.space_to_depth, fold=self.fold, innermost=dict(self.innermost))
 
 
+def _graph_key(d):
+    """:meth:`Variant.graph_key` of graph decisions (a dict of Schedule fields)."""
+    return (frozenset(d["inline"]), tuple(sorted(d["rfactor"].items())), frozenset(d["pad"]),
+            frozenset(d["space_to_depth"]), frozenset(d["fold"]), tuple(sorted(d["innermost"].items())))
+
+
 class ConfigSpace:
     """Every variant of a graph on one device model, and random/mutated configs in it.
+
+    The variants are auto's graph decisions (variant 0) and graphs some moves away from them (:func:`graph_moves`:
+    one decision changed each).  The first ``max_variants`` (auto and its first one-move neighbours) are built at
+    once; the others when the search asks for them (:meth:`probe`), since building one takes a good part of a second
+    on lenet_step's graph, which has 59 one-move neighbours, and chain's has 599.
 
     :param outputs: the graph's outputs, uniquely named (as ``pa.build`` renames them).
     :param model: the :class:`~polyad.schedule.DeviceModel`.
     :param auto: the auto :class:`~polyad.schedule.Schedule` of ``outputs`` (config 0).
-    :param max_variants: how many graph variants at most (auto's first).
+    :param max_variants: how many variants to build at once (auto's first).
     """
 
     def __init__(self, outputs, model, auto, max_variants=12):
-        self.model = model
-        self.auto = auto
+        self.outputs, self.model, self.auto = outputs, model, auto
+        self.base = _decisions(auto)
+        self.moves = list(graph_moves(outputs, auto, model))  # (Move, why)
+        self._why = {m: why for m, why in self.moves}
         self.variants = []
-        for decisions, why in _graph_neighbours(outputs, auto, model):
-            if len(self.variants) >= max_variants:
-                break
-            v = _variant(outputs, model, decisions, why, auto if not self.variants else None)
-            if v is not None and all(v.graph_key() != w.graph_key() for w in self.variants):
-                self.variants.append(v)
+        self._moves_of = []  # per variant: its moves from auto's decisions, {Move.key: Move} (None: unknown)
+        self._known = {}  # graph key -> variant index, or None where the decisions do not fit
+        self._tried = set()  # (variant, move index) a probe has taken
+        self.built_later = 0  # variants built for probes
+        self._add({}, auto)
         if not self.variants:
             raise ScheduleError("the auto schedule's graph decisions do not apply to the graph")
+        for i, (m, _) in enumerate(self.moves):
+            if len(self.variants) >= max_variants:
+                break
+            self._tried.add((0, i))
+            self._add({m.key: m})
+
+    def _add(self, moves, auto=None, decisions=None):
+        """The index of the variant of ``moves`` (or of ``decisions``, moves unknown), built if new; None where the
+        decisions do not fit the graph."""
+        if decisions is None:
+            decisions = apply_moves(self.base, moves.values())
+        key = _graph_key(decisions)
+        if key not in self._known:
+            why = " + ".join(self._why[m] for m in moves.values()) if moves else "auto" if moves is not None \
+                else "given"
+            v = _variant(self.outputs, self.model, decisions, why, auto)
+            if v is not None:
+                self.variants.append(v)
+                self._moves_of.append(moves)
+            self._known[key] = len(self.variants) - 1 if v is not None else None
+        return self._known[key]
+
+    def index_of(self, schedule):
+        """The index of the variant with ``schedule``'s graph decisions (built if new), or None where they do not
+        fit the graph."""
+        return self._add(None, decisions=_decisions(schedule))
+
+    def probe(self, parents, rng, exclude, builds=1):
+        """A config on a variant one move from a parent's, the parent's candidates carried over: the graph
+        decisions' local search.  A move of :attr:`moves` is made there (or undone, where the parent's variant
+        made it); parents are tried in order, moves in a random order, each (variant, move) once, and at most
+        ``builds`` variants are built.  None when nothing is left that fits and is not in ``exclude``."""
+        for p in parents:
+            moved = self._moves_of[p[0]]
+            if moved is None:
+                continue
+            untried = [i for i in range(len(self.moves)) if (p[0], i) not in self._tried]
+            rng.shuffle(untried)
+            for i in untried:
+                m = self.moves[i][0]
+                moves = {k: x for k, x in moved.items() if k != m.key}
+                if moved.get(m.key) != m:
+                    moves[m.key] = m
+                known = _graph_key(apply_moves(self.base, moves.values())) in self._known
+                if not known and builds <= 0:
+                    continue  # left for a later round
+                self._tried.add((p[0], i))
+                if not known:
+                    builds -= 1
+                    self.built_later += 1
+                w = self._add(moves)
+                if w is not None and (w, self.carry(p, w)) not in exclude:
+                    return w, self.carry(p, w)
+        return None
 
     # -- configs ------------------------------------------------------------------------------
     def auto_config(self):
@@ -184,42 +251,82 @@ def _variant(outputs, model, decisions, why, auto):
                    frozenset(d["space_to_depth"]), frozenset(d["fold"]), tuple(sorted(d["innermost"].items())))
 
 
-def _graph_neighbours(outputs, auto, model):
-    """The auto schedule's graph decisions, then one-decision changes of them: ``(decisions, why)``, the
-    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold, innermost)."""
+@dataclass(frozen=True)
+class Move:
+    """One graph decision set to a value: ``field`` is a Schedule field (``fold``, ``innermost``, ``rfactor``,
+    ``pad``, ``space_to_depth``, ``inline``), ``name`` a stage; ``value`` is True/False for the set fields
+    (the stage in the set or not) and the factor or dimension, or None (no decision), for the dict fields."""
+
+    field: str
+    name: str
+    value: object
+
+    @property
+    def key(self):
+        return self.field, self.name
+
+
+_SETS = ("fold", "pad", "space_to_depth", "inline")
+
+
+def _decisions(schedule):
+    """A schedule's graph decisions, a dict of its fields."""
+    return dict(inline=frozenset(schedule.inline), rfactor=dict(schedule.rfactor), pad=frozenset(schedule.pad),
+                space_to_depth=frozenset(schedule.space_to_depth), fold=frozenset(schedule.fold),
+                innermost=dict(schedule.innermost))
+
+
+def apply_moves(base, moves):
+    """The graph decisions ``base`` (a dict of Schedule fields) with every move applied."""
+    out = dict(base)
+    for m in moves:
+        if m.field in _SETS:
+            out[m.field] = out[m.field] | {m.name} if m.value else out[m.field] - {m.name}
+        else:
+            d = {k: v for k, v in out[m.field].items() if k != m.name}
+            if m.value is not None:
+                d[m.name] = m.value
+            out[m.field] = d
+    return out
+
+
+def graph_moves(outputs, auto, model):
+    """One-decision changes of the auto schedule's graph decisions: ``(Move, why)``."""
     from ..schedule.space import candidate_space
 
-    base = dict(inline=frozenset(auto.inline), rfactor=dict(auto.rfactor), pad=frozenset(auto.pad),
-                space_to_depth=frozenset(auto.space_to_depth), fold=frozenset(auto.fold),
-                innermost=dict(auto.innermost))
+    base = _decisions(auto)
     inline, rf, pad, s2d = base["inline"], base["rfactor"], base["pad"], base["space_to_depth"]
-
-    def but(**changes):
-        return dict(base, **changes)
-
-    yield base, "auto"
     space = candidate_space(outputs, model, schedule=auto)
     for n in sorted(base["fold"]):  # the decisions that name the folded stage no longer fit: left out
-        yield but(fold=base["fold"] - {n}), f"no fold of {n}"
+        yield Move("fold", n, False), f"no fold of {n}"
     for n in sorted(base["innermost"]):
-        yield but(innermost={k: v for k, v in base["innermost"].items() if k != n}), f"no innermost of {n}"
+        yield Move("innermost", n, None), f"no innermost of {n}"
     for n in sorted(rf):
-        yield but(rfactor={k: v for k, v in rf.items() if k != n}), f"no rfactor of {n}"
+        yield Move("rfactor", n, None), f"no rfactor of {n}"
     for n in sorted(pad):
-        yield but(pad=pad - {n}), f"no pad_reads of {n}"
+        yield Move("pad", n, False), f"no pad_reads of {n}"
     for n in sorted(set(space.pad) - pad):
-        yield but(pad=pad | {n}), f"pad_reads {n}"
+        yield Move("pad", n, True), f"pad_reads {n}"
     for n in sorted(s2d):
-        yield but(space_to_depth=s2d - {n}), f"no space_to_depth of {n}"
+        yield Move("space_to_depth", n, False), f"no space_to_depth of {n}"
     for n in sorted(set(space.space_to_depth) - s2d):
-        yield but(space_to_depth=s2d | {n}), f"space_to_depth {n}"
+        yield Move("space_to_depth", n, True), f"space_to_depth {n}"
     for n, options in sorted(space.rfactor.items()):
         factors = sorted({o if isinstance(o, int) else o.factor for o in options})
         now = RFactor.of(rf[n]).factor if n in rf else None
         for f in _spread(factors, now):
-            yield but(rfactor=dict(rf, **{n: f})), f"rfactor {n} by {f}"
+            yield Move("rfactor", n, f), f"rfactor {n} by {f}"
     for n in sorted(space.inline):
-        yield but(inline=inline ^ {n}), ("materialise " if n in inline else "inline ") + n
+        yield Move("inline", n, n not in inline), ("materialise " if n in inline else "inline ") + n
+
+
+def _graph_neighbours(outputs, auto, model):
+    """The auto schedule's graph decisions, then one-decision changes of them: ``(decisions, why)``, the
+    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold, innermost)."""
+    base = _decisions(auto)
+    yield base, "auto"
+    for m, why in graph_moves(outputs, auto, model):
+        yield apply_moves(base, [m]), why
 
 
 def _spread(factors, now):

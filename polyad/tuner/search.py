@@ -3,8 +3,10 @@
 :class:`Evolutionary` is Ansor's loop, at the scale of a gradient graph: each round breeds a few
 hundred configs from the fastest measured ones (mutation: another candidate for one or two stages,
 or another graph variant; crossover: per stage, one parent's candidate), adds the best-of-each-stage
-combination of every variant (stages are measured jointly, so their times are known separately), ranks
-them with a cost model and measures the top of the ranking plus a few random ones (exploration).
+combination of every variant (stages are measured jointly, so their times are known separately) and one config
+on a graph variant a move away from the fastest ones' (:meth:`~polyad.tuner.configs.ConfigSpace.probe`: a
+local search over the graph decisions), ranks the rest with a cost model and measures the top of the ranking
+plus a few random ones (exploration).
 
 The cost model predicts a stage's log time from :func:`polyad.schedule.cost.stage_features` (isl counts,
 the schedule, the analytic model's own terms) with gradient-boosted trees (scikit-learn's
@@ -171,6 +173,12 @@ class Evolutionary:
             c = space.model_config()
             if c not in seen and c not in out:
                 out.insert(0, c)
+        # one graph variant a move from the fastest configs', built this round if new: the search's way to
+        # variants past the ones built at the start, and to combinations of decisions (lenet_step: no pad_reads
+        # of one stage 0.78x auto, materialising another 0.83x, each alone)
+        probe = space.probe(parents, rng, seen | set(out)) if len(out) < n else None
+        if probe is not None:
+            out.append(probe)
         pool = [c for c in pool if c not in out]
         if not pool:
             return out[:n]

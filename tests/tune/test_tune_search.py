@@ -47,17 +47,21 @@ def _quirk(ss):
     return f
 
 
+def _fake_time(info, ss):
+    return stage_cost(info, ss, ZEN5) * _quirk(ss)
+
+
 def _fake(ctx, error=None):
     space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
-    infos = {s.name: s.info for v in space.variants for s in v.stages}
+
+    def stages(sched):  # the search's probes reach variants this space has not built: it builds them too
+        return {s.name: s.info for s in space.variants[space.index_of(sched)].stages}
 
     def stage_time(name, ss, sched):
-        return stage_cost(infos[name], ss, ZEN5) * _quirk(ss)
+        return _fake_time(stages(sched)[name], ss)
 
     def names(sched):
-        v = next(v for v in space.variants if v.inline == sched.inline and dict(v.rfactor) == sched.rfactor
-                 and v.pad == sched.pad)
-        return [s.name for s in v.stages]
+        return list(stages(sched))
 
     return space, FunctionMeasurer(ctx, stage_time, names, error=error)
 
@@ -67,7 +71,7 @@ def _optimum(space, measurer):
     function is a sum over stages)."""
     best = math.inf
     for v in space.variants:
-        best = min(best, sum(min(measurer.stage_time(s.name, ss, None) for ss in s.candidates) for s in v.stages))
+        best = min(best, sum(min(_fake_time(s.info, ss) for ss in s.candidates) for s in v.stages))
     return best
 
 
@@ -276,6 +280,60 @@ def test_the_space_has_graph_variants_and_auto_first():
     auto = space.schedule(space.auto_config())
     assert auto.stages == ctx.auto.stages and auto.inline == ctx.auto.inline
     assert auto.rfactor == ctx.auto.rfactor and auto.pad == ctx.auto.pad
+
+
+def test_probes_build_variants_lazily_and_compose_moves():
+    """Past the variants built at the start, the space builds a variant when a probe asks for it: a move made
+    on (or undone from) a parent's variant, each (variant, move) once, at most ``builds`` new variants a call."""
+    import random
+
+    outs, ins = _softmax_backward()
+    ctx = graph_context(outs, ins, ZEN5)
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto, max_variants=1)
+    assert len(space.variants) == 1 and len(space.moves) >= 4  # auto alone built
+    rng, seen = random.Random(0), {space.auto_config()}
+    assert space.probe([space.auto_config()], rng, seen, builds=0) is None  # nothing known: nothing without a build
+    first = space.probe([space.auto_config()], rng, seen)
+    assert first is not None and len(space.variants) == 2 and space.built_later == 1
+    one = first[0]
+    assert len(space._moves_of[one]) == 1
+    # from the one-move variant: a second move is made (or its own undone, back to auto, which is excluded)
+    seen.add(first)
+    two = space.probe([first], rng, seen)
+    assert two is not None and len(space._moves_of[two[0]]) == 2, space._moves_of[two[0]]
+    assert " + " in space.variants[two[0]].why
+    sched = space.schedule(two)
+    assert space.index_of(sched) == two[0]  # its decisions find it again, unbuilt
+    # every (variant, move) once: probing on from auto until nothing is left tries each move once
+    made = set()
+    while (c := space.probe([space.auto_config()], rng, seen)) is not None:
+        seen.add(c)
+        made.add(c[0])
+    assert all((0, i) in space._tried for i in range(len(space.moves)))
+    assert len(made) + 1 <= len(space.moves)  # one move's variant was `first`'s
+
+
+def test_the_search_finds_a_pair_of_graph_decisions_only_good_together(conv):
+    """A device on which dropping the weight gradient's rfactor and the data gradient's pad each cost 10%, and
+    both together halve the time: no single-move variant has it, the search's probes compose it."""
+    ctx, outs, ins = conv
+    space, base = _fake(ctx)
+
+    def both(sched):
+        a, b = "d_W_from_conv2d" not in sched.rfactor, "d_X_from_conv2d" not in sched.pad
+        return 0.5 if a and b else 1.1 if a or b else 1.0
+
+    def stage_time(name, ss, sched):
+        return base.stage_time(name, ss, sched) * both(sched)
+
+    assert "d_W_from_conv2d" in ctx.auto.rfactor and "d_X_from_conv2d" in ctx.auto.pad  # the premise
+    m = FunctionMeasurer(ctx, stage_time, base.stage_names)
+    res = pa.tune(outs, ins, measurer=m, trials=40, seed=0)
+    assert both(res.schedule) == 0.5, res.schedule.describe()
+    assert res.speedup > 1.8
+    # the result says which decisions changed, as moves from auto's
+    assert set(res.graph.split(" + ")) == {"no rfactor of d_W_from_conv2d", "no pad_reads of d_X_from_conv2d"}
+    assert res.variants > 2 and res.graph in res.summary()
 
 
 def test_unknown_policy_and_bad_trials_are_errors(conv):
