@@ -80,7 +80,7 @@ class ConfigSpace:
     The variants are auto's graph decisions (variant 0) and graphs some moves away from them (:func:`graph_moves`:
     one decision changed each).  The first ``max_variants`` (auto and its first one-move neighbours) are built at
     once; the others when the search asks for them (:meth:`probe`), since building one takes a good part of a second
-    on lenet_step's graph, which has 58 one-move neighbours, and chain's has 598.
+    on lenet_step's graph, which has 49 one-move neighbours, and chain's has 598.
 
     :param outputs: the graph's outputs, uniquely named (as ``pa.build`` renames them).
     :param model: the :class:`~polyad.schedule.DeviceModel`.
