@@ -28,8 +28,8 @@ from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
 from . import StageSchedule
 
-__all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s", "FEATURES",
-           "STRIDED_NAIVE", "PARTIAL_PENALTY"]
+__all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s",
+           "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY"]
 
 
 @dataclass(frozen=True)

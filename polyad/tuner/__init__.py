@@ -315,7 +315,7 @@ class _Session:
             scheds.append(s)
         if not todo:
             return
-        for c, s, t in zip(todo, scheds, self._measure(scheds, **({} if timeout is None else {'timeout': timeout}))):
+        for c, s, t in zip(todo, scheds, self._measure(scheds, timeout=timeout)):
             self.trials += 1
             self._tell(c, s, t, search, write=True)
             if bar is not None:
@@ -324,8 +324,12 @@ class _Session:
                     bar.set_postfix(best=f"{self.best[0] * 1e3:.3f}ms",
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
 
-    def _measure(self, scheds, **kw):
-        """The measurer's trials of ``scheds``, their compile and measure seconds counted as they come."""
+    def _measure(self, scheds, timeout=None, **kw):
+        """The measurer's trials of ``scheds``, their compile and measure seconds counted as they come.  ``timeout``
+        is passed only when set: a measurer written before it existed (``measure(schedules, pair_same)``) still runs
+        without a time budget."""
+        if timeout is not None:
+            kw["timeout"] = timeout
         for t in self.measurer.measure(scheds, **kw):
             self.compile_s += t.compile_s
             self.measure_s += t.measure_s

@@ -54,9 +54,6 @@ class Variant:
     fold: frozenset = frozenset()
     innermost: tuple = ()  # sorted (stage name, dimension)
 
-    def graph_key(self):
-        return self.inline, self.rfactor, self.pad, self.space_to_depth, self.fold, self.innermost
-
     def schedule(self, picks, name="tuned"):
         """The Schedule of this variant with candidate ``picks[i]`` for stage i."""
         stages = {}
@@ -69,7 +66,8 @@ class Variant:
 
 
 def _graph_key(d):
-    """:meth:`Variant.graph_key` of graph decisions (a dict of Schedule fields)."""
+    """Graph decisions (a dict of Schedule fields) as a :class:`Variant` holds them: ``(inline, rfactor, pad,
+    space_to_depth, fold, innermost)``, hashable."""
     return (frozenset(d["inline"]), tuple(sorted(d["rfactor"].items())), frozenset(d["pad"]),
             frozenset(d["space_to_depth"]), frozenset(d["fold"]), tuple(sorted(d["innermost"].items())))
 
@@ -114,8 +112,7 @@ class ConfigSpace:
             decisions = apply_moves(self.base, moves.values())
         key = _graph_key(decisions)
         if key not in self._known:
-            why = " + ".join(self._why[m] for m in moves.values()) if moves else "auto" if moves is not None \
-                else "given"
+            why = "given" if moves is None else " + ".join(self._why[m] for m in moves.values()) or "auto"
             v = _variant(self.outputs, self.model, decisions, why, auto)
             if v is not None:
                 self.variants.append(v)
@@ -152,8 +149,9 @@ class ConfigSpace:
                     builds -= 1
                     self.built_later += 1
                 w = self._add(moves)
-                if w is not None and (w, self.carry(p, w)) not in exclude:
-                    return w, self.carry(p, w)
+                c = None if w is None else (w, self.carry(p, w))
+                if c is not None and c not in exclude:
+                    return c
         return None
 
     # -- configs ------------------------------------------------------------------------------
@@ -246,9 +244,8 @@ def _variant(outputs, model, decisions, why, auto):
         if first in cands:
             cands.remove(first)
         stages.append(StageChoices(op.name, op, info, (first,) + tuple(cands)))
-    d = decisions
-    return Variant(frozenset(inline), tuple(sorted(d["rfactor"].items())), frozenset(d["pad"]), tuple(stages), why,
-                   frozenset(d["space_to_depth"]), frozenset(d["fold"]), tuple(sorted(d["innermost"].items())))
+    inline, rf, pad, s2d, fold, innermost = _graph_key(decisions)
+    return Variant(inline, rf, pad, tuple(stages), why, s2d, fold, innermost)
 
 
 @dataclass(frozen=True)
@@ -318,15 +315,6 @@ def graph_moves(outputs, auto, model):
             yield Move("rfactor", n, f), f"rfactor {n} by {f}"
     for n in sorted(space.inline):
         yield Move("inline", n, n not in inline), ("materialise " if n in inline else "inline ") + n
-
-
-def _graph_neighbours(outputs, auto, model):
-    """The auto schedule's graph decisions, then one-decision changes of them: ``(decisions, why)``, the
-    decisions a dict of Schedule fields (inline, rfactor, pad, space_to_depth, fold, innermost)."""
-    base = _decisions(auto)
-    yield base, "auto"
-    for m, why in graph_moves(outputs, auto, model):
-        yield apply_moves(base, [m]), why
 
 
 def _spread(factors, now):

@@ -24,7 +24,7 @@ from polyad.schedule import Schedule, StageSchedule, prepare, validate
 from polyad.schedule.auto import auto_schedule
 from polyad.schedule.graph import fold, foldable, stage_ops
 from polyad.schedule.space import candidate_space
-from polyad.tuner.configs import _graph_neighbours
+from polyad.tuner.configs import graph_moves
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import auto_golden  # noqa: E402
@@ -146,7 +146,7 @@ def test_auto_folds_the_crop_of_a_padded_data_gradient_and_the_tuner_can_undo_it
     assert s.fold == {n}
     assert any(x.startswith(f"fold {n}: it crops") for x in s.notes)
     assert candidate_space(grads, ZEN5).fold == (n,)
-    whys = [w for _, w in _graph_neighbours(grads, s, ZEN5)]
+    whys = [w for _, w in graph_moves(grads, s, ZEN5)]
     assert f"no fold of {n}" in whys
     # no padding: nothing is cropped, nothing folds
     grads, _ = _conv_grads(14, 3, 0, 1, k=5)

@@ -27,7 +27,7 @@ from polyad.schedule.graph import fold, inlinable, innermost, movable, stage_ops
 from polyad.schedule.space import RULE
 from polyad.te.expr import Load
 from polyad.te.visit import post_order
-from polyad.tuner.configs import _graph_neighbours
+from polyad.tuner.configs import graph_moves
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import auto_golden  # noqa: E402
@@ -130,7 +130,7 @@ def test_auto_moves_the_batch_of_the_strided_data_gradient_only():
     assert not auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"],
                              device=DeviceModel.load(gpu)).innermost
     grads = uniquely_named(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
-    assert "no innermost of d_X_from_conv2d_pad" in [w for _, w in _graph_neighbours(grads, s, v8)]
+    assert "no innermost of d_X_from_conv2d_pad" in [w for _, w in graph_moves(grads, s, v8)]
 
 
 @pytest.mark.opencl
