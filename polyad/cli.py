@@ -188,7 +188,8 @@ def _tune(args):
     print(res.table())
     print(res.summary())
     w = res.wall
-    print(f"wall: compile {w['compile']:.1f} s, measure {w['measure']:.1f} s, search and the rest "
+    print(f"wall: code generation {w.get('codegen', 0.0):.1f} s, compile {w['compile']:.1f} s, measure "
+          f"{w['measure']:.1f} s, search and the rest "
           f"{w['search']:.1f} s; 90% of the speed-up after {res.trials_to(0.9)} trials")
     if res.log:
         print(f"log: {res.log}  (apply it: pa.build(..., schedule=pa.tuned({res.log!r})))")

@@ -51,7 +51,8 @@ class TuneResult:
     :param history: ``(trial, best seconds so far)`` after each measurement.
     :param log: the tuning log's path, or None.
     :param interrupted: True when Ctrl-C stopped the search (the log holds every measurement made).
-    :param wall: seconds by activity: ``compile``, ``measure``, ``search`` (the rest) and ``total``.
+    :param wall: seconds by activity: ``codegen`` (generating the candidates' programs, in this process or a Dask
+        worker's), ``compile`` (in the compiler processes), ``measure``, ``search`` (the rest) and ``total``.
     :param errors: trials that failed (build errors, wrong results, timeouts).
     :param workload: the workload key the records carry.
     :param device: the device key the best time was measured on.
@@ -109,6 +110,7 @@ class TuneResult:
 
     def summary(self):
         w = self.wall
+        # code generation is not counted: it is Python and isl in one process, what the share is there to bound
         busy = (w.get("compile", 0.0) + w.get("measure", 0.0)) / w["total"] if w.get("total") else 0.0
         return (f"{self.trials} trials ({self.errors} failed), best {self.time * 1e3:.3f} ms against auto "
                 f"{self.auto_time * 1e3:.3f} ms: {self.speedup:.2f}x; {w.get('total', 0.0):.1f} s, "
@@ -294,7 +296,7 @@ class _Session:
         self.interrupted = False
         self.raced = {}  # config -> Trial of its second reading (the race before the check), paced
         self.confirmed = None  # (auto Trial, best Trial): medians of the side-by-side check
-        self.compile_s = self.measure_s = 0.0
+        self.codegen_s = self.compile_s = self.measure_s = 0.0
 
     def run(self, configs, search, bar, timeout=None):
         from .measure import Trial
@@ -325,12 +327,13 @@ class _Session:
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
 
     def _measure(self, scheds, timeout=None, **kw):
-        """The measurer's trials of ``scheds``, their compile and measure seconds counted as they come.  ``timeout``
+        """The measurer's trials of ``scheds``, their code generation, compile and measure seconds counted as they come.  ``timeout``
         is passed only when set: a measurer written before it existed (``measure(schedules, pair_same)``) still runs
         without a time budget."""
         if timeout is not None:
             kw["timeout"] = timeout
         for t in self.measurer.measure(scheds, **kw):
+            self.codegen_s += t.codegen_s
             self.compile_s += t.compile_s
             self.measure_s += t.measure_s
             yield t
@@ -464,11 +467,12 @@ class _Session:
         for n in sorted(set(auto_pairs) | set(tuned_pairs)):
             stages[n] = {"auto": auto_pairs.get(n), "auto_time": auto_t.stages.get(n) if n in auto_pairs else None,
                          "tuned": tuned_pairs.get(n), "tuned_time": best_t.stages.get(n) if n in tuned_pairs else None}
-        search_s = max(0.0, total - self.compile_s - self.measure_s)
+        search_s = max(0.0, total - self.codegen_s - self.compile_s - self.measure_s)
         a = self.auto.time  # the search's own figures, for the history (trials to reach a share of the speed-up)
         history = [(n, min(b, a) if b is not None else a) for n, b in self.history]
         return TuneResult(sched, tuned, auto_t.time, self.trials, stages, history, self.log_path,
-                          self.interrupted, {"compile": self.compile_s, "measure": self.measure_s,
+                          self.interrupted, {"codegen": self.codegen_s, "compile": self.compile_s,
+                                             "measure": self.measure_s,
                                              "search": search_s, "total": total}, self.errors, self.wkey,
                           self.measurer.device_key, self.space.variants[best_c[0]].why,
                           len({c[0] for c, t in self.results.items() if t.ok}))

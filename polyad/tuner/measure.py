@@ -67,7 +67,10 @@ class Trial:
     :param stages: stage name -> seconds of its kernels (per-kernel medians of one profile).
     :param error: why there is no time (a build error, a wrong result, a timeout), else None.
     :param device: the key of the device it ran on.
-    :param compile_s: seconds spent compiling it (its share of the batch's compile time).
+    :param codegen_s: seconds spent generating its program (its share of the batch's): isl's code generation
+        and printing, in the measurer's own process.
+    :param compile_s: seconds spent compiling it (its share of the batch's compile time, in the compiler
+        processes).
     :param measure_s: seconds spent running it.
     :param ref_times: the auto schedule's runs, each timed next to one of ``times`` (the reference trial's are
         its own times), or () where the measurer pairs nothing (a fake device).
@@ -81,6 +84,7 @@ class Trial:
     compile_s: float = 0.0
     measure_s: float = 0.0
     ref_times: tuple = ()
+    codegen_s: float = 0.0
 
     @property
     def ok(self):
@@ -259,6 +263,7 @@ class LocalMeasurer(Measurer):
                 programs.append(None)
                 requests.append({})
                 errors.append(f"{type(e).__name__}: {e}")
+        t_gen = time.perf_counter()
         # each kernel apart, each distinct kernel once: a candidate compiles only the stages it changes
         distinct = list({r[0]: r for reqs in requests for r in reqs.values()}.values())
         if self._pool is None:
@@ -272,7 +277,8 @@ class LocalMeasurer(Measurer):
             bad = [failed[r[0]] for r in reqs.values() if r[0] in failed]
             if bad and errors[i] is None:
                 errors[i] = _first_line(bad[0])
-        compile_s = (time.perf_counter() - t0) / max(1, len(schedules))
+        codegen_s = (t_gen - t0) / max(1, len(schedules))
+        compile_s = (time.perf_counter() - t_gen) / max(1, len(schedules))
         out = []
         for p, reqs, err in zip(programs, requests, errors):
             t1 = time.perf_counter()
@@ -281,7 +287,7 @@ class LocalMeasurer(Measurer):
             else:
                 trial = Trial(error=err, device=self.device_key)
             out.append(Trial(trial.time, trial.times, trial.stages, trial.error, self.device_key, compile_s,
-                             time.perf_counter() - t1, trial.ref_times))
+                             time.perf_counter() - t1, trial.ref_times, codegen_s))
         return out
 
     def close(self):
