@@ -327,15 +327,28 @@ def test_gpu_splits_reductions_whose_outputs_fill_under_a_quarter_of_it():
 
 
 def test_no_candidate_emits_more_statements_than_the_block_code_cap():
-    """A 4x1x8x64/float2 block unrolled 4 of lenet's pooled gradient (a reduction) took isl 18 s to generate: the
-    space caps the statements a reduction's block emits, for the model and the tuner alike."""
+    """A 4x1x8x64/float2 block unrolled 4 of lenet's pooled gradient (a reduction) took isl 18 s to generate, and
+    on the H200 lenet's dW2 in 8x32 scalar blocks unrolled 2 (512 statements, but four copies: 84x120 divides
+    neither way) was 334 KB of OpenCL C: the space caps the statements a block's code holds, copies counted, for
+    the model and the tuner alike; on a GPU for reduction-free stages too (their blocks are scalars)."""
     from polyad.bench.tuning import backward_graph
-    from polyad.schedule.space import RULE, block_statements
+    from polyad.schedule.space import RULE, _blocked_shape, block_statements
 
     cap = RULE["block_code"].constants["max_statements"]
     assert block_statements(StageSchedule(tile=(4, 1, 8, 64), vectorize=2, unroll=4)) == 4096 > cap
+    dw2 = StageSchedule(tile=(8, 32), unroll=2)
+    assert block_statements(dw2) == 512 and block_statements(dw2, (84, 120)) == 2048 > cap
+    assert block_statements(dw2, (88, 128)) == 512 and block_statements(dw2, (84, 128)) == 1024
     outs = uniquely_named(backward_graph("lenet_step").outputs)
-    g = graph_decisions(outs, ZEN5)
-    sizes = [block_statements(c.schedule) for op in stage_ops(g.outputs)[0] if op.name not in g.inline
-             and g.infos[op.name].reduction for c in stage_space(op, ZEN5, g, g.infos[op.name]).candidates]
-    assert len(sizes) > 1000 and max(sizes) <= cap and any(s > cap // 4 for s in sizes)
+    for dm, every_stage in ((ZEN5, False), (H200, True)):
+        g = graph_decisions(outs, dm)
+        ops = [op for op in stage_ops(g.outputs)[0] if op.name not in g.inline]
+        sizes = {op.name: [block_statements(c.schedule, _blocked_shape(g.infos[op.name], c.schedule))
+                           for c in stage_space(op, dm, g, g.infos[op.name]).candidates] for op in ops}
+        capped = [n for op in ops if every_stage or g.infos[op.name].reduction for n in sizes[op.name]]
+        assert len(capped) > 500 and max(capped) <= cap and any(n > cap // 4 for n in capped)
+        # a CPU's reduction-free blocks are vectors over whole rows: not capped
+        free = [n for op in ops if not g.infos[op.name].reduction for n in sizes[op.name]]
+        assert (max(free) > cap) != every_stage
+
+
