@@ -1358,8 +1358,9 @@ def stage_space(op, dm, graph=None, info=None, ranked_only=False):
         cands = out
     # a CPU's reduction-free blocks are vectors over whole rows; a GPU's are scalars, a statement a point
     if info.reduction or dm.kind != "cpu":
-        cap = _const("block_code", "max_statements")
-        cands = [c for c in cands if block_statements(c.schedule, _blocked_shape(info, c.schedule)) <= cap]
+        cap, code = _const("block_code", "max_statements"), _const("block_code", "max_code")
+        cands = [c for c in cands if block_statements(c.schedule) <= cap
+                 and block_statements(c.schedule, _blocked_shape(info, c.schedule)) <= code]
     decided = None
     for r in stage_rules:
         if r.limit is None:
@@ -1722,17 +1723,18 @@ RULES = (
          "(DeviceModel.local_sizes); the recorded GPU model's figures were never measured on one",
          applies=lambda op, info, dm, graph: bool(dm.local_sizes) and bool(info.shape), vary=_local_sizes),
     Rule("block_code", "stage",
-         "reductions, and on GPUs every stage: no block whose code holds more than max_statements statements (vectors "
-         "of its tile times the unroll, times the copies of the block: two along each dimension the tile does not "
-         "divide), for the model or the tuner (a CPU's reduction-free blocks are vectors: whole_rows)",
-         {"max_statements": 1024},
+         "reductions, and on GPUs every stage: no block emitting more than max_statements statements (vectors of its "
+         "tile times the unroll), nor whose code holds more than max_code counting the copies of the block (two "
+         "along each dimension the tile does not divide), for the model or the tuner (a CPU's reduction-free blocks "
+         "are vectors over whole rows: whole_rows)",
+         {"max_statements": 512, "max_code": 1024},
          "lenet_step's tuning (thirteenth session): one candidate, d_pool2d_from_conv2d_t in 4x1x8x64/float2 blocks "
          "unrolled 4 (4096 statements), spent 18.3 s in isl's code generation (its other stages 0.2-0.6 s).  On the "
          "H200 (fifteenth session) lenet_step's first round of 16 candidates spent 100 s generating and compiling "
-         "0.8-1.6 MB programs within the former cap (512 statements, copies not counted): 12 held blocks of 192-960 "
-         "scalar statements in 2-4 copies (334 KB for dW2's 8x32 unrolled 2).  Over the CPU logs of the tenth and "
-         "fourteenth sessions (100,799 stage measurements) no reduction's best takes longer within 1024 counting "
-         "copies; within 512, conv2d_5x5_s3's dW 1.45x and mlp_step's dX 1.27x",
+         "0.8-1.6 MB programs within max_statements alone (copies not counted; reduction-free stages not capped): 12 "
+         "held blocks of 192-960 scalar statements, most in 2-4 copies (334 KB for dW2's 8x32 unrolled 2).  Over the "
+         "CPU logs of the tenth and fourteenth sessions (100,799 stage measurements) no reduction's best takes "
+         "longer within max_code; within 512 counting copies, conv2d_5x5_s3's dW 1.45x and mlp_step's dX 1.27x",
          ),
     Rule("gpu_occupancy", "stage",
          "GPUs: the model ranks only blocks that leave as many work-items as the naive loops or min_parallel, "
