@@ -234,6 +234,7 @@ class LocalMeasurer(Measurer):
         self._input_buffers = None
         self._ref = None  # the auto schedule's (module, buffers), run beside every candidate's timed runs
         self._pool = None  # compiler processes, kept from batch to batch
+        self._generators = None  # code generation processes (GeneratorPool), likewise
         first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
         if not first.ok:
             self.close()
@@ -253,16 +254,21 @@ class LocalMeasurer(Measurer):
         from ..runtime.module import per_kernel_requests
 
         t0 = time.perf_counter()
+        limit = self.timeout if timeout is None else min(self.timeout, timeout)
         programs, errors, requests = [], [], []
-        for s in schedules:
+        for p in self._programs(schedules, limit):
             try:
-                programs.append(self._program(s))
-                requests.append(per_kernel_requests(programs[-1], self.dev))
-                errors.append(None)
+                if isinstance(p, str):
+                    errors.append(p)
+                else:
+                    requests.append(per_kernel_requests(p, self.dev))
+                    programs.append(p)
+                    errors.append(None)
+                    continue
             except PolyadError as e:
-                programs.append(None)
-                requests.append({})
                 errors.append(f"{type(e).__name__}: {e}")
+            programs.append(None)
+            requests.append({})
         t_gen = time.perf_counter()
         # each kernel apart, each distinct kernel once: a candidate compiles only the stages it changes
         distinct = list({r[0]: r for reqs in requests for r in reqs.values()}.values())
@@ -270,7 +276,6 @@ class LocalMeasurer(Measurer):
             from ..runtime.builder import Worker
 
             self._pool = [Worker() for _ in range(self.workers)]
-        limit = self.timeout if timeout is None else min(self.timeout, timeout)
         built = precompile(distinct, self.dev, timeout=limit, pool=self._pool)
         failed = {r[0]: e for r, e in zip(distinct, built) if e is not None}
         for i, reqs in enumerate(requests):
@@ -290,10 +295,34 @@ class LocalMeasurer(Measurer):
                              time.perf_counter() - t1, trial.ref_times, codegen_s))
         return out
 
+    def _programs(self, schedules, timeout):
+        """Per schedule, its program or why there is none (the error's text): in the code generation workers
+        (:mod:`polyad.tuner.generate`) when there are several workers and several schedules, else here."""
+        from ..runtime.builder import isolated
+
+        if self.workers < 2 or len(schedules) < 2 or not isolated():
+            out = []
+            for s in schedules:
+                try:
+                    out.append(self._program(s))
+                except PolyadError as e:
+                    out.append(f"{type(e).__name__}: {e}")
+            return out
+        if self._generators is None:
+            from ..pipeline import _wide_indices
+            from .generate import GeneratorPool
+
+            self._generators = GeneratorPool(self.outs, self.ins, _wide_indices(self.dev, self._context.model),
+                                             self.workers)
+        return self._generators.programs(schedules, timeout)
+
     def close(self):
         for w in self._pool or ():
             w.close()
         self._pool = None
+        if self._generators is not None:
+            self._generators.close()
+            self._generators = None
         self._ref = None
 
     def _run(self, program, requests, pair_same=False, timeout=None):

@@ -227,3 +227,44 @@ def test_kernel_source_cuts_a_program_down_to_one_kernel_with_its_helpers():
     assert _kernel(src, "B") in b and "__kernel void A(" not in b
     assert a.count("__kernel") == b.count("__kernel") == 1
     assert kernel_source(src, "C") is None and kernel_source("// no kernels\n", "A") is None
+
+
+def test_a_program_plan_binds_the_same_program_to_another_copy_of_the_graph():
+    """The tuner generates code in worker processes, each with its own copy of the graph, and sends back plain
+    data (``program_plan``): bound here (``program_from_plan``), it is the program generated here, source,
+    launches and buffers, on this graph's own tensors."""
+    import json
+    import pickle
+
+    from polyad.codegen import generate as codegen, program_from_plan, program_plan
+    from polyad.errors import PolyadError
+    from polyad.schedule import prepare
+
+    X = pa.placeholder((8, 6), name="X")
+    W = pa.placeholder((5, 6), name="W")
+    Y = pa.nn.relu(pa.nn.dense(X, W))
+    H = pa.placeholder(Y.shape, name="H")
+    outs, ins = list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+    sched = Schedule("s", stages={outs[0].op.name: StageSchedule(tile=(2, 3), unroll=2)})
+    g_here, loop = prepare(outs, sched)
+    here = codegen(g_here, ins, loop)
+    there_outs, there_ins = pickle.loads(pickle.dumps((outs, ins)))  # another process's copy
+    g, loop = prepare(there_outs, sched)
+    plan = json.loads(json.dumps(program_plan(codegen(g, there_ins, loop))))
+    got = program_from_plan(plan, g_here, ins)
+    assert got.source == here.source and got.wide_index == here.wide_index and got.tree is None
+    assert [t.name for t in got.intermediates] == [t.name for t in here.intermediates]
+    stages_here = {op.name: op for op in (k.stage for k in got.kernels)}
+    for a, b in zip(got.kernels, here.kernels):
+        assert (a.name, a.global_size, a.local_size) == (b.name, b.global_size, b.local_size)
+        assert [t.name for t in a.args] == [t.name for t in b.args] and a.stage.name == b.stage.name
+    # bound to this graph's objects: its inputs themselves, its stages' outputs, the buffers' C names
+    assert all(a is b for a, b in zip(got.outputs, g_here)) and all(a is b for a, b in zip(got.inputs, ins))
+    assert {id(t) for k in got.kernels for t in k.args} & {id(t) for t in ins}
+    assert all(any(t is o for o in stages_here[k.stage.name].outputs) for k in got.kernels for t in k.written())
+    assert [got.buffer_names[id(t)] for k in got.kernels for t in k.args] == \
+        [here.buffer_names[id(t)] for k in here.kernels for t in k.args]
+    # a plan of another graph names what this one lacks
+    other = pa.compute((8, 6), lambda i, j: X[i, j] * 2.0, name="other")
+    with pytest.raises(PolyadError, match="another graph"):
+        program_from_plan(plan, [other], [X])

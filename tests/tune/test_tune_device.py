@@ -112,14 +112,20 @@ def test_pa_tuned_on_a_graph_without_records_falls_back_to_auto_and_says_so(tmp_
     np.testing.assert_allclose(mod(x), x[:, 0] * 3.0)
 
 
-class _Crashing(LocalMeasurer):
+class _Altered(LocalMeasurer):
+    """Every candidate's program but the reference's altered by ``alter(program)`` (wherever it was generated:
+    here or in the code generation workers)."""
+
+    def _programs(self, schedules, timeout):
+        return [p if isinstance(p, str) or s.name == "auto" or not p.kernels else self.alter(p)
+                for s, p in zip(schedules, super()._programs(schedules, timeout))]
+
+
+class _Crashing(_Altered):
     """Every candidate but the reference gets a kernel that takes the compiler's process down at its trial
     launch (as an LLVM abort would)."""
 
-    def _program(self, schedule):
-        p = super()._program(schedule)
-        if schedule.name == "auto" or not p.kernels:
-            return p
+    def alter(self, p):
         head, sep, rest = p.source.partition("__kernel")
         brace = rest.index("{") + 1
         return dataclasses.replace(p, source=head + sep + rest[:brace] + " __builtin_trap();" + rest[brace:])
@@ -144,14 +150,10 @@ def test_a_candidate_whose_compile_aborts_costs_one_trial_not_the_run(tmp_path):
 def test_a_wrong_result_is_an_error_never_chosen(tmp_path):
     outs, ins = _dense_backward(n=20)
 
-    class Wrong(LocalMeasurer):
-        def _program(self, schedule):
-            p = super()._program(schedule)
-            if schedule.name == "auto":
-                return p
+    class Wrong(_Altered):
+        def alter(self, p):
             # every accumulator starts at 1 instead of 0 (scalar and vector initialisations)
-            src = p.source.replace(" = 0.0f;", " = 1.0f;").replace("(0.0f)", "(1.0f)")
-            return dataclasses.replace(p, source=src)
+            return dataclasses.replace(p, source=p.source.replace(" = 0.0f;", " = 1.0f;").replace("(0.0f)", "(1.0f)"))
 
     res = pa.tune(outs, ins, trials=4, measurer=Wrong(outs, ins, workers=2, repeat=2), log=tmp_path / "l.jsonl")
     recs = read_log(tmp_path / "l.jsonl")

@@ -1,0 +1,176 @@
+"""The tuner's code generation in worker processes: isl's AST generation and the OpenCL printer, in parallel.
+
+A tuning round generates a program per candidate before anything compiles, and in the tuner's own process that
+was most of the wall time: 90 s tunings on the 2-core Zen 4 VM spent 44.5 s of lenet_step's 102 s and 68.3 s of
+conv2d_5x5_s3's 107 s there, one candidate after another (on the H200's 16-core host, lenet_step's first round
+of 16 candidates took 100 s).  :class:`GeneratorPool` sends each candidate's schedule to one of ``workers``
+processes, each holding its own copy of the graph (pickled once, as the Dask path sends it), and takes back the
+program as plain data (:func:`polyad.codegen.program_plan`), which :func:`polyad.codegen.program_from_plan` binds
+to the tensors of the graph here: the same program as generating it here, which the tests check source for
+source.
+
+Workers are plain subprocesses (``python -m polyad.tuner.generate``, one JSON request and one answer a line), as
+the compile workers are (:mod:`polyad.runtime.builder`): ``multiprocessing`` would re-import the user's
+``__main__``.  A worker that dies (isl aborts) or takes longer than the timeout costs its candidate, answered as
+an error, and the next request starts a fresh one.
+"""
+
+import base64
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+from ..errors import PolyadError
+
+
+class _Worker:
+    """One code generation process, started on first use (and again after a crash) with the graph."""
+
+    def __init__(self, hello):
+        self.hello = hello  # the graph message, sent to every process this worker starts
+        self.proc = None
+        self.err = None
+
+    def _start(self):
+        from ..runtime.builder import _readline
+
+        self.err = tempfile.TemporaryFile("w+b")
+        self.proc = subprocess.Popen([sys.executable, "-m", "polyad.tuner.generate"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.proc.stdin.write(self.hello)
+        self.proc.stdin.flush()
+        if not _readline(self.proc, 120.0):
+            raise OSError("the code generation worker did not start")
+
+    def plan(self, schedule_json, timeout):
+        """The program plan of one schedule, or why there is none (a str: its error, a crash, a timeout)."""
+        from ..runtime.builder import _readline
+
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            self.proc.stdin.write((json.dumps({"schedule": schedule_json}) + "\n").encode())
+            self.proc.stdin.flush()
+            line = _readline(self.proc, timeout)
+        except TimeoutError:
+            self.close()
+            return f"code generation did not finish in {timeout:.0f} s"
+        except OSError:
+            line = b""
+        if not line:
+            return f"code generation crashed its process: {self._crash()}"
+        ans = json.loads(line)
+        return ans["plan"] if ans["ok"] else ans["error"]
+
+    def _crash(self):
+        rc = None
+        if self.proc is not None:
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        tail = ""
+        if self.err is not None:
+            self.err.seek(0)
+            lines = [ln.strip() for ln in self.err.read().decode(errors="replace").splitlines() if ln.strip()]
+            tail = lines[-1][:300] if lines else ""
+        self.close()
+        return f"exit status {rc}" + (f": {tail}" if tail else "")
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            self.proc = None
+        if self.err is not None:
+            self.err.close()
+            self.err = None
+
+
+class GeneratorPool:
+    """``workers`` code generation processes for one graph.
+
+    :param outputs: the prepared graph's outputs as the tuner plans them (cut and uniquely named).
+    :param inputs: the build's inputs.
+    :param wide: the index width the build uses (``polyad.pipeline.program_for``'s).
+    :param workers: processes run at once.
+    """
+
+    def __init__(self, outputs, inputs, wide, workers):
+        # one pickle: the placeholders the outputs read are the inputs' objects
+        graph = base64.b64encode(pickle.dumps((list(outputs), list(inputs)))).decode()
+        hello = (json.dumps({"graph": graph, "wide": wide}) + "\n").encode()
+        self.outputs, self.inputs = list(outputs), list(inputs)
+        self._workers = [_Worker(hello) for _ in range(max(1, int(workers)))]
+
+    def programs(self, schedules, timeout):
+        """Per schedule, its :class:`~polyad.codegen.Program` (bound to this process's graph), or why there is
+        none: the text of the error generating it raised, a crash or a timeout."""
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..codegen import program_from_plan
+        from ..schedule import prepare
+
+        idle = queue.Queue()
+        for w in self._workers:
+            idle.put(w)
+
+        def one(s):
+            w = idle.get()
+            try:
+                return w.plan(s.to_json(), timeout)
+            finally:
+                idle.put(w)
+
+        with ThreadPoolExecutor(len(self._workers)) as ex:
+            plans = list(ex.map(one, schedules))
+        out = []
+        for s, plan in zip(schedules, plans):
+            if isinstance(plan, str):
+                out.append(plan)
+                continue
+            try:
+                g, _ = prepare(self.outputs, s)  # the graph decisions here too (milliseconds): the plan's tensors
+                out.append(program_from_plan(plan, g, self.inputs))
+            except PolyadError as e:
+                out.append(f"{type(e).__name__}: {e}")
+        return out
+
+    def close(self):
+        for w in self._workers:
+            w.close()
+
+
+def _serve():
+    """The worker's loop: the graph first, then one schedule (JSON) a line, one plan (or error) a line."""
+    from ..codegen import generate, program_plan
+    from ..schedule import Schedule, prepare
+
+    hello = json.loads(sys.stdin.readline())
+    outputs, inputs = pickle.loads(base64.b64decode(hello["graph"]))
+    wide = hello["wide"]
+    out = sys.stdout
+    out.write("{}\n")
+    out.flush()
+    for line in sys.stdin:
+        try:
+            s = Schedule.from_json(json.loads(line)["schedule"])
+            g, loop = prepare(outputs, s)
+            ans = {"ok": True, "plan": program_plan(generate(g, inputs, loop, wide=wide))}
+        except PolyadError as e:
+            ans = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        except Exception as e:  # noqa: BLE001 - a bug here costs the candidate, named as such
+            ans = {"ok": False, "error": f"internal error in code generation: {type(e).__name__}: {e}"}
+        out.write(json.dumps(ans) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,72 @@
+"""The tuner's code generation workers: the programs they send back are the ones generated here, and a worker that
+dies, hangs or raises costs its candidate, not the run (nothing here compiles)."""
+
+import dataclasses
+import pathlib
+
+import pytest
+
+import polyad as pa
+from polyad.codegen import generate as codegen
+from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare
+from polyad.schedule.auto import auto_schedule
+from polyad.schedule.graph import uniquely_named
+from polyad.tuner.generate import GeneratorPool
+
+ZEN5 = DeviceModel.load(pathlib.Path(__file__).resolve().parents[1] / "data" / "devices" / "zen5-former-constants.json")
+
+
+def _graph():
+    X = pa.placeholder((8, 12), name="X")
+    W = pa.placeholder((6, 12), name="W")
+    Y = pa.nn.softmax(pa.nn.dense(X, W))
+    H = pa.placeholder(Y.shape, name="H")
+    return uniquely_named(list(pa.differentiate(Y, [X, W], H))), [X, W, H]
+
+
+def _schedules(outs):
+    auto = auto_schedule(outs, device=ZEN5, renamed=True)
+    stage = next(iter(prepare(outs, auto)[1].stages), None) or outs[0].op.name
+    other = dataclasses.replace(auto, name="tuned", stages=dict(auto.stages, **{stage: StageSchedule(tile=(2, 2))}))
+    return [auto, other, Schedule("naive")]
+
+
+@pytest.fixture
+def pool_and_graph():
+    outs, ins = _graph()
+    pool = GeneratorPool(outs, ins, wide=None, workers=2)
+    yield pool, outs, ins
+    pool.close()
+
+
+def test_the_workers_programs_are_the_ones_generated_here(pool_and_graph):
+    pool, outs, ins = pool_and_graph
+    scheds = _schedules(outs)
+    got = pool.programs(scheds, timeout=120)
+    for s, p in zip(scheds, got):
+        assert not isinstance(p, str), p
+        g, loop = prepare(outs, s)
+        want = codegen(g, ins, loop)
+        assert p.source == want.source and p.tree is None
+        assert [(k.name, k.stage.name, k.global_size, k.local_size, [t.name for t in k.args]) for k in p.kernels] == \
+            [(k.name, k.stage.name, k.global_size, k.local_size, [t.name for t in k.args]) for k in want.kernels]
+        assert all(any(t is i for i in ins) for k in p.kernels for t in k.args if t.name in ("X", "W", "H"))
+
+
+def test_an_error_a_hang_and_a_dead_worker_cost_one_candidate_each(pool_and_graph):
+    pool, outs, ins = pool_and_graph
+    auto = _schedules(outs)[0]
+    bad = Schedule("bad", stages={outs[0].op.name: StageSchedule(tile=(2, 2, 2, 2, 2))})
+    got = pool.programs([bad, auto], timeout=120)
+    assert isinstance(got[0], str) and got[0].startswith("ScheduleError") and outs[0].op.name in got[0]
+    assert not isinstance(got[1], str)
+    # a generation over its time limit is stopped (the worker with it), and the next request starts a fresh one
+    got = pool.programs([auto, Schedule("naive")], timeout=1e-4)
+    assert all(isinstance(p, str) and "did not finish" in p for p in got)
+    # a worker killed between requests (as if isl had aborted it) is started again with the graph
+    for w in pool._workers:
+        if w.proc is not None:
+            w.proc.kill()
+            w.proc.wait()
+    got = pool.programs([auto, Schedule("naive")], timeout=120)
+    assert not any(isinstance(p, str) for p in got), got
