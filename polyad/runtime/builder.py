@@ -167,56 +167,62 @@ def _worker():
         out.flush()
 
 
-class Worker:
-    """One worker process (started on the first request, replaced after a crash)."""
+class LineProcess:
+    """A ``python -m MODULE`` subprocess that answers one JSON line per request line: started on the first
+    request (sent ``hello`` first, and waited for until it answers it), started again after it dies.  Its
+    stderr is kept, to say why it died.  The compile workers are these, and so are the tuner's code generation
+    workers (:mod:`polyad.tuner.generate`)."""
 
-    def __init__(self):
+    def __init__(self, module, hello=None):
+        self.module, self.hello = module, hello
         self.proc = None
         self.err = None
-        self.lock = threading.Lock()
 
     def _start(self):
+        self.close()
         self.err = tempfile.TemporaryFile("w+b")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "polyad.runtime.builder"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env)
+        if self.hello is not None:
+            self.proc.stdin.write((json.dumps(self.hello) + "\n").encode())
+            self.proc.stdin.flush()
+            if not _readline(self.proc, _TIMEOUT_S):
+                raise OSError(f"{self.module} did not start")
 
-    def compile(self, job, timeout=_TIMEOUT_S):
-        """The binary of ``job``; BuildError when it does not compile, CompilerCrash when the worker dies."""
-        with self.lock:
+    def ask(self, request, timeout):
+        """``(answer, stderr offset)``: the answer to ``request`` (a dict), or None when the process died, which
+        :meth:`died` then describes from the offset on.  Raises TimeoutError (the process closed) past ``timeout``
+        seconds."""
+        start = 0
+        try:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
-            start = self.err.tell() if self.err else 0
-            try:
-                self.proc.stdin.write((json.dumps(job) + "\n").encode())
-                self.proc.stdin.flush()
-                line = _readline(self.proc, timeout)
-            except TimeoutError:  # before OSError, its base class: a slow compile is not a dead worker
-                self.close()
-                raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
-                                    "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
-            except OSError:  # BrokenPipeError: the worker died before it read the job
-                line = b""
-            if not line:
-                why = self._crash(start)
-                raise CompilerCrash(why, source=job["source"], log=why)
-            ans = json.loads(line)
-            if ans.get("launch_failure"):
-                self.close()  # it has ended (or is ending) on its own
-                raise LaunchFailure(ans["message"], source=job["source"], log=ans.get("log", ""))
-        if ans["ok"]:
-            return base64.b64decode(ans["binary"])
-        raise BuildError(ans["message"], source=job["source"], log=ans.get("log", ""))
+            start = self.err.tell()
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            line = _readline(self.proc, timeout)
+        except TimeoutError:  # before OSError, its base class: a slow answer is not a dead process
+            self.close()
+            raise
+        except OSError:  # BrokenPipeError: it died before it read the request, or at its start
+            line = b""
+        return (json.loads(line) if line else None), start
 
-    def _crash(self, start):
+    def died(self, start):
+        """How the process ended and its last error line on stderr after ``start`` (``"(SIGABRT): ..."``); it is
+        reaped and forgotten."""
         rc = None
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.err.seek(start)
-        text = self.err.read().decode(errors="replace")
-        self.err.seek(0, 2)
+        if self.proc is not None:
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        text = ""
+        if self.err is not None:
+            self.err.seek(start)
+            text = self.err.read().decode(errors="replace")
+            self.err.seek(0, 2)
         self.proc = None
         if rc is not None and rc < 0:
             try:
@@ -227,7 +233,7 @@ class Worker:
             how = f"exit status {rc}"
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         msg = [ln for ln in lines if "error" in ln.lower()] or lines
-        return f"the OpenCL compiler crashed its process ({how})" + (f": {msg[-1][:400]}" if msg else "")
+        return f"({how})" + (f": {msg[-1][:400]}" if msg else "")
 
     def close(self):
         if self.proc is not None:
@@ -237,6 +243,32 @@ class Worker:
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
             self.proc = None
+
+
+class Worker(LineProcess):
+    """One compile worker process (started on the first request, replaced after a crash)."""
+
+    def __init__(self):
+        super().__init__("polyad.runtime.builder")
+        self.lock = threading.Lock()
+
+    def compile(self, job, timeout=_TIMEOUT_S):
+        """The binary of ``job``; BuildError when it does not compile, CompilerCrash when the worker dies."""
+        with self.lock:
+            try:
+                ans, start = self.ask(job, timeout)
+            except TimeoutError:
+                raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
+                                    "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
+            if ans is None:
+                why = f"the OpenCL compiler crashed its process {self.died(start)}"
+                raise CompilerCrash(why, source=job["source"], log=why)
+            if ans.get("launch_failure"):
+                self.close()  # it has ended (or is ending) on its own
+                raise LaunchFailure(ans["message"], source=job["source"], log=ans.get("log", ""))
+        if ans["ok"]:
+            return base64.b64decode(ans["binary"])
+        raise BuildError(ans["message"], source=job["source"], log=ans.get("log", ""))
 
 
 def _readline(proc, timeout):

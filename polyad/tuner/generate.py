@@ -17,80 +17,28 @@ an error, and the next request starts a fresh one.
 
 import base64
 import json
-import os
 import pickle
-import subprocess
 import sys
-import tempfile
 
 from ..errors import PolyadError
+from ..runtime.builder import LineProcess
 
 
-class _Worker:
+class _Worker(LineProcess):
     """One code generation process, started on first use (and again after a crash) with the graph."""
 
     def __init__(self, hello):
-        self.hello = hello  # the graph message, sent to every process this worker starts
-        self.proc = None
-        self.err = None
-
-    def _start(self):
-        from ..runtime.builder import _readline
-
-        self.err = tempfile.TemporaryFile("w+b")
-        self.proc = subprocess.Popen([sys.executable, "-m", "polyad.tuner.generate"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.proc.stdin.write(self.hello)
-        self.proc.stdin.flush()
-        if not _readline(self.proc, 120.0):
-            raise OSError("the code generation worker did not start")
+        super().__init__("polyad.tuner.generate", hello)
 
     def plan(self, schedule_json, timeout):
         """The program plan of one schedule, or why there is none (a str: its error, a crash, a timeout)."""
-        from ..runtime.builder import _readline
-
         try:
-            if self.proc is None or self.proc.poll() is not None:
-                self._start()
-            self.proc.stdin.write((json.dumps({"schedule": schedule_json}) + "\n").encode())
-            self.proc.stdin.flush()
-            line = _readline(self.proc, timeout)
+            ans, start = self.ask({"schedule": schedule_json}, timeout)
         except TimeoutError:
-            self.close()
             return f"code generation did not finish in {timeout:.0f} s"
-        except OSError:
-            line = b""
-        if not line:
-            return f"code generation crashed its process: {self._crash()}"
-        ans = json.loads(line)
+        if ans is None:
+            return f"code generation crashed its process {self.died(start)}"
         return ans["plan"] if ans["ok"] else ans["error"]
-
-    def _crash(self):
-        rc = None
-        if self.proc is not None:
-            try:
-                rc = self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        tail = ""
-        if self.err is not None:
-            self.err.seek(0)
-            lines = [ln.strip() for ln in self.err.read().decode(errors="replace").splitlines() if ln.strip()]
-            tail = lines[-1][:300] if lines else ""
-        self.close()
-        return f"exit status {rc}" + (f": {tail}" if tail else "")
-
-    def close(self):
-        if self.proc is not None:
-            try:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-            self.proc = None
-        if self.err is not None:
-            self.err.close()
-            self.err = None
 
 
 class GeneratorPool:
@@ -104,8 +52,7 @@ class GeneratorPool:
 
     def __init__(self, outputs, inputs, wide, workers):
         # one pickle: the placeholders the outputs read are the inputs' objects
-        graph = base64.b64encode(pickle.dumps((list(outputs), list(inputs)))).decode()
-        hello = (json.dumps({"graph": graph, "wide": wide}) + "\n").encode()
+        hello = {"graph": base64.b64encode(pickle.dumps((list(outputs), list(inputs)))).decode(), "wide": wide}
         self.outputs, self.inputs = list(outputs), list(inputs)
         self._workers = [_Worker(hello) for _ in range(max(1, int(workers)))]
 
@@ -153,10 +100,11 @@ def _serve():
     from ..codegen import generate, program_plan
     from ..schedule import Schedule, prepare
 
+    out = sys.stdout
+    sys.stdout = sys.stderr  # nothing else may write into the answer channel
     hello = json.loads(sys.stdin.readline())
     outputs, inputs = pickle.loads(base64.b64decode(hello["graph"]))
     wide = hello["wide"]
-    out = sys.stdout
     out.write("{}\n")
     out.flush()
     for line in sys.stdin:
