@@ -290,9 +290,10 @@ def test_legality_check_rejects_reordered_reductions():
     check_legality(op, ists, good)
 
 
-def test_unchanged_stages_reuse_their_ast_and_legality_check(monkeypatch):
-    """A tuner's candidate changes one stage and regenerates all: the other stages' kernel ASTs and legality
-    checks are taken from memory, and the source is the one a generation without memory gives."""
+def test_unchanged_stages_reuse_their_ast_tile_split_and_legality_check(monkeypatch):
+    """A tuner's candidate changes one stage and regenerates all: the other stages' kernel ASTs, full/partial tile
+    splits and legality checks are taken from memory, and the source is the one a generation without memory
+    gives."""
     import sys
 
     from polyad.codegen import tree
@@ -308,8 +309,8 @@ def test_unchanged_stages_reuse_their_ast_and_legality_check(monkeypatch):
     def sched(t):
         return Schedule("s", stages={"T": StageSchedule(tile=t, vectorize=4), "U": StageSchedule(tile=(2, 8))})
 
-    calls = {"ast": 0, "legal": 0}
-    real_lower, real_check = lower.lower_kernel, tree._check_legality
+    calls = {"ast": 0, "legal": 0, "split": 0}
+    real_lower, real_check, real_split = lower.lower_kernel, tree._check_legality, tree._split_tiles
 
     def counting_lower(spec, node):
         calls["ast"] += 1
@@ -319,17 +320,25 @@ def test_unchanged_stages_reuse_their_ast_and_legality_check(monkeypatch):
         calls["legal"] += 1
         return real_check(op, ists, s)
 
+    def counting_split(st, tile, vec):
+        calls["split"] += 1
+        return real_split(st, tile, vec)
+
+    def forget():
+        for mod, name in ((lower, "_MEMO"), (tree, "_LEGAL"), (tree, "_SPLIT")):
+            monkeypatch.setattr(mod, name, type(getattr(mod, name))())
+
     monkeypatch.setattr(lower, "lower_kernel", counting_lower)
     monkeypatch.setattr(tree, "_check_legality", counting_check)
-    monkeypatch.setattr(lower, "_MEMO", type(lower._MEMO)())
-    monkeypatch.setattr(tree, "_LEGAL", type(tree._LEGAL)())
+    monkeypatch.setattr(tree, "_split_tiles", counting_split)
+    forget()
     first = generate([U], [X, W], sched((2, 8)))
-    assert calls == {"ast": 2, "legal": 2}
+    assert calls == {"ast": 2, "legal": 2, "split": 2}
     again = generate([U], [X, W], sched((4, 8)))  # T changed, U did not
-    assert calls == {"ast": 3, "legal": 3}
-    assert generate([U], [X, W], sched((2, 8))).source == first.source and calls == {"ast": 3, "legal": 3}
-    monkeypatch.setattr(lower, "_MEMO", type(lower._MEMO)())
-    monkeypatch.setattr(tree, "_LEGAL", type(tree._LEGAL)())
+    assert calls == {"ast": 3, "legal": 3, "split": 3}
+    assert generate([U], [X, W], sched((2, 8))).source == first.source
+    assert calls == {"ast": 3, "legal": 3, "split": 3}
+    forget()
     assert generate([U], [X, W], sched((4, 8))).source == again.source  # from scratch: the same code
 
 
