@@ -110,7 +110,7 @@ class TuneResult:
 
     def summary(self):
         w = self.wall
-        # code generation is not counted: it is Python and isl in one process, what the share is there to bound
+        # code generation is not counted: it is Python and isl (here or in the workers), what the share bounds
         busy = (w.get("compile", 0.0) + w.get("measure", 0.0)) / w["total"] if w.get("total") else 0.0
         return (f"{self.trials} trials ({self.errors} failed), best {self.time * 1e3:.3f} ms against auto "
                 f"{self.auto_time * 1e3:.3f} ms: {self.speedup:.2f}x; {w.get('total', 0.0):.1f} s, "
@@ -148,8 +148,8 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     :param name: a readable name the records carry (``"softmax"``).
     :param progress: show a progress bar (tqdm) with the trial count, the best time, the speed-up and the ETA.
     :param repeat: timed runs per candidate (the median counts).
-    :param timeout: seconds a candidate's compile or first run may take (with ``time_budget``, at most what is left of
-        it, but never under ``MIN_TIMEOUT``).
+    :param timeout: seconds a candidate's code generation (in the workers), compile or first run may take (with
+        ``time_budget``, at most what is left of it, but never under ``MIN_TIMEOUT``).
     :param confirm: at the end, the search's ``RACE_TOP`` fastest are measured once more (logged as
         ``candidate="race"``); the ``CONFIRM_TOP`` fastest of them by the mean of their two readings and the auto
         schedule are then measured again, each in a fresh module, this many rounds (default 5) in a rotating
@@ -327,9 +327,9 @@ class _Session:
                                     speedup=f"{self.auto.time / self.best[0]:.2f}x")
 
     def _measure(self, scheds, timeout=None, **kw):
-        """The measurer's trials of ``scheds``, their code generation, compile and measure seconds counted as they come.  ``timeout``
-        is passed only when set: a measurer written before it existed (``measure(schedules, pair_same)``) still runs
-        without a time budget."""
+        """The measurer's trials of ``scheds``, their code generation, compile and measure seconds counted as they
+        come.  ``timeout`` is passed only when set: a measurer written before it existed (``measure(schedules,
+        pair_same)``) still runs without a time budget."""
         if timeout is not None:
             kw["timeout"] = timeout
         for t in self.measurer.measure(scheds, **kw):

@@ -3,7 +3,8 @@
 A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :class:`Trial` results.
 :class:`LocalMeasurer` does it on this machine's device:
 
-1. generate every candidate's program here (Python: codegen is cheap next to LLVM);
+1. generate every candidate's program, in code generation worker processes when there are several workers and
+   candidates (:mod:`polyad.tuner.generate`: isl's AST generation took as long as LLVM, in one process);
 2. compile the kernels the kernel cache lacks in a pool of compiler processes
    (:func:`polyad.runtime.cache.precompile`), each kernel as a program of its own
    (:func:`polyad.runtime.module.per_kernel_requests`): a candidate that changes one stage compiles one
@@ -68,7 +69,7 @@ class Trial:
     :param error: why there is no time (a build error, a wrong result, a timeout), else None.
     :param device: the key of the device it ran on.
     :param codegen_s: seconds spent generating its program (its share of the batch's): isl's code generation
-        and printing, in the measurer's own process.
+        and printing, in the measurer's process or its code generation workers.
     :param compile_s: seconds spent compiling it (its share of the batch's compile time, in the compiler
         processes).
     :param measure_s: seconds spent running it.
@@ -208,7 +209,7 @@ class LocalMeasurer(Measurer):
     :param data: arrays for the inputs (None: :func:`default_data`).
     :param repeat: timed runs per candidate (the median counts).
     :param warmup: untimed runs before them.
-    :param timeout: seconds a candidate's compile or first run may take.
+    :param timeout: seconds a candidate's code generation (in the workers), compile or first run may take.
     :param slow: a candidate whose first run takes this many times the auto schedule's median stops there.
     :param rtol: the relative error a candidate's outputs may have against the auto schedule's.
     :raises BuildError: when the auto schedule (the reference) does not build or run.
@@ -257,18 +258,15 @@ class LocalMeasurer(Measurer):
         limit = self.timeout if timeout is None else min(self.timeout, timeout)
         programs, errors, requests = [], [], []
         for p in self._programs(schedules, limit):
-            try:
-                if isinstance(p, str):
-                    errors.append(p)
-                else:
-                    requests.append(per_kernel_requests(p, self.dev))
-                    programs.append(p)
-                    errors.append(None)
-                    continue
-            except PolyadError as e:
-                errors.append(f"{type(e).__name__}: {e}")
-            programs.append(None)
-            requests.append({})
+            err, reqs = (p, {}) if isinstance(p, str) else (None, None)
+            if err is None:
+                try:
+                    reqs = per_kernel_requests(p, self.dev)
+                except PolyadError as e:
+                    err, reqs = f"{type(e).__name__}: {e}", {}
+            programs.append(None if err else p)
+            requests.append(reqs)
+            errors.append(err)
         t_gen = time.perf_counter()
         # each kernel apart, each distinct kernel once: a candidate compiles only the stages it changes
         distinct = list({r[0]: r for reqs in requests for r in reqs.values()}.values())
