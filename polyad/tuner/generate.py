@@ -77,7 +77,11 @@ class GeneratorPool:
                 idle.put(w)
 
         with ThreadPoolExecutor(len(self._workers)) as ex:
-            plans = list(ex.map(one, schedules))
+            try:
+                plans = list(ex.map(one, schedules))
+            except BaseException:  # Ctrl-C: end the workers, so that the threads reading them return now
+                self.close()
+                raise
         out = []
         for s, plan in zip(schedules, plans):
             if isinstance(plan, str):

@@ -70,3 +70,24 @@ def test_an_error_a_hang_and_a_dead_worker_cost_one_candidate_each(pool_and_grap
             w.proc.wait()
     got = pool.programs([auto, Schedule("naive")], timeout=120)
     assert not any(isinstance(p, str) for p in got), got
+
+
+def test_ctrl_c_while_generating_ends_the_workers(pool_and_graph, monkeypatch):
+    """A KeyboardInterrupt while a batch is being generated reaches the caller (the tuner keeps its log and reports
+    the best so far) and the workers are ended, not left to finish the batch."""
+    from polyad.tuner import generate
+
+    pool, outs, ins = pool_and_graph
+    auto = _schedules(outs)[0]
+    pool.programs([auto, auto], timeout=120)  # both workers started
+    real = generate._Worker.plan
+
+    def interrupted(self, schedule_json, timeout):
+        if '"naive"' in schedule_json:
+            raise KeyboardInterrupt
+        return real(self, schedule_json, timeout)
+
+    monkeypatch.setattr(generate._Worker, "plan", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pool.programs([Schedule("naive"), auto], timeout=120)
+    assert all(w.proc is None for w in pool._workers)
