@@ -76,10 +76,17 @@ class DaskMeasurer(Measurer):
 
             raise DeviceError("tune: the Dask cluster has no workers")
         self.workers = len(workers)
+        try:
+            blob = pickle.dumps((outputs, inputs, data))
+        except (RecursionError, pickle.PicklingError, TypeError, AttributeError) as e:
+            from ..errors import PolyadError
+
+            raise PolyadError(f"tune: the graph cannot be sent to the Dask workers ({type(e).__name__}: "
+                              f"{str(e)[:200]}); tune it on this machine's workers instead") from None
         self.device_key, model = self.client.submit(_remote_model, device, pure=False,
                                                     workers=[workers[0]]).result()
         self._context = graph_context(outputs, inputs, DeviceModel.from_dict(model))
-        [self._graph] = self.client.scatter([pickle.dumps((outputs, inputs, data))], broadcast=True)
+        [self._graph] = self.client.scatter([blob], broadcast=True)
         self._token = uuid.uuid4().hex
         self._options = {"device": device, "repeat": repeat, "timeout": timeout}
 

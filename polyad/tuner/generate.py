@@ -24,6 +24,11 @@ from ..errors import PolyadError
 from ..runtime.builder import LineProcess
 
 
+class GraphNotSent(PolyadError):
+    """The graph does not pickle (chain's 600-stage backward is deeper than pickle's recursion limit): the caller
+    generates code in its own process."""
+
+
 class _Worker(LineProcess):
     """One code generation process, started on first use (and again after a crash) with the graph."""
 
@@ -52,7 +57,12 @@ class GeneratorPool:
 
     def __init__(self, outputs, inputs, wide, workers):
         # one pickle: the placeholders the outputs read are the inputs' objects
-        hello = {"graph": base64.b64encode(pickle.dumps((list(outputs), list(inputs)))).decode(), "wide": wide}
+        try:
+            graph = pickle.dumps((list(outputs), list(inputs)))
+        except (RecursionError, pickle.PicklingError, TypeError, AttributeError) as e:
+            raise GraphNotSent(f"the graph cannot be sent to code generation workers: {type(e).__name__}: "
+                               f"{str(e)[:200]}") from None
+        hello = {"graph": base64.b64encode(graph).decode(), "wide": wide}
         self.outputs, self.inputs = list(outputs), list(inputs)
         self._workers = [_Worker(hello) for _ in range(max(1, int(workers)))]
 

@@ -295,32 +295,36 @@ class LocalMeasurer(Measurer):
 
     def _programs(self, schedules, timeout):
         """Per schedule, its program or why there is none (the error's text): in the code generation workers
-        (:mod:`polyad.tuner.generate`) when there are several workers and several schedules, else here."""
+        (:mod:`polyad.tuner.generate`) when there are several workers and several schedules and the graph can be
+        sent to them, else here."""
         from ..runtime.builder import isolated
 
-        if self.workers < 2 or len(schedules) < 2 or not isolated():
-            out = []
-            for s in schedules:
-                try:
-                    out.append(self._program(s))
-                except PolyadError as e:
-                    out.append(f"{type(e).__name__}: {e}")
-            return out
-        if self._generators is None:
+        if self._generators is None and self.workers >= 2 and len(schedules) >= 2 and isolated():
             from ..pipeline import _wide_indices
-            from .generate import GeneratorPool
+            from .generate import GeneratorPool, GraphNotSent
 
-            self._generators = GeneratorPool(self.outs, self.ins, _wide_indices(self.dev, self._context.model),
-                                             self.workers)
-        return self._generators.programs(schedules, timeout)
+            try:
+                self._generators = GeneratorPool(self.outs, self.ins, _wide_indices(self.dev, self._context.model),
+                                                 self.workers)
+            except GraphNotSent:
+                self._generators = False  # generated here from now on
+        if self._generators and len(schedules) >= 2:
+            return self._generators.programs(schedules, timeout)
+        out = []
+        for s in schedules:
+            try:
+                out.append(self._program(s))
+            except PolyadError as e:
+                out.append(f"{type(e).__name__}: {e}")
+        return out
 
     def close(self):
         for w in self._pool or ():
             w.close()
         self._pool = None
-        if self._generators is not None:
+        if self._generators:
             self._generators.close()
-            self._generators = None
+        self._generators = None
         self._ref = None
 
     def _run(self, program, requests, pair_same=False, timeout=None):

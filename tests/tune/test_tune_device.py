@@ -374,3 +374,23 @@ def test_the_end_check_pairs_fresh_modules_of_auto_like_the_candidates():
         assert fresh.ref_times != fresh.times and fresh.relative > 0
     finally:
         m.close()
+
+
+def test_a_graph_the_workers_cannot_take_is_generated_here(monkeypatch):
+    """When the graph does not pickle (chain's backward), the measurer generates its candidates itself."""
+    from polyad.tuner import generate
+
+    def refuse(self, *a, **k):
+        raise generate.GraphNotSent("the graph cannot be sent to code generation workers: RecursionError")
+
+    monkeypatch.setattr(generate.GeneratorPool, "__init__", refuse)
+    outs, ins = _dense_backward(n=20)
+    m = LocalMeasurer(outs, ins, workers=2, repeat=2)
+    try:
+        auto = m.context().auto
+        naive = pa.Schedule("naive")
+        trials = m.measure([auto, naive])
+        assert all(t.ok for t in trials), [t.error for t in trials]
+        assert m._generators is False
+    finally:
+        m.close()

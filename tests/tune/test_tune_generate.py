@@ -91,3 +91,37 @@ def test_ctrl_c_while_generating_ends_the_workers(pool_and_graph, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pool.programs([Schedule("naive"), auto], timeout=120)
     assert all(w.proc is None for w in pool._workers)
+
+
+def test_a_graph_too_deep_to_pickle_is_not_sent():
+    """chain's backward is deeper than pickle's recursion limit: the pool says so (GraphNotSent, a PolyadError),
+    and the tuner's measurer then generates code in its own process (tests/tune/test_tune_device.py)."""
+    from polyad.tuner.generate import GraphNotSent
+
+    X = pa.placeholder((4,), name="X")
+    t = X
+    for i in range(600):
+        t = pa.compute((4,), lambda j, t=t: t[j] * 1.01 + 0.5, name=f"y{i}")
+    with pytest.raises(GraphNotSent, match="cannot be sent"):
+        GeneratorPool([t], [X], wide=None, workers=2)
+
+
+def test_a_graph_too_deep_to_pickle_is_a_clear_error_for_dask():
+    """Dask needs the graph on its workers: one that does not pickle is a PolyadError saying so, before anything
+    is sent (it was a RecursionError from deep inside pickle)."""
+    pytest.importorskip("distributed")
+    from polyad.tuner.cluster import DaskMeasurer
+
+    class FakeClient:
+        def scheduler_info(self):
+            return {"workers": {"tcp://w1": {}}}
+
+        def submit(self, *a, **k):
+            raise AssertionError("nothing should be sent")
+
+    X = pa.placeholder((4,), name="X")
+    t = X
+    for i in range(600):
+        t = pa.compute((4,), lambda j, t=t: t[j] * 1.01 + 0.5, name=f"y{i}")
+    with pytest.raises(pa.PolyadError, match="cannot be sent to the Dask workers"):
+        DaskMeasurer([t], [X], FakeClient())
