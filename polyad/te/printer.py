@@ -43,6 +43,12 @@ class Printer:
         return self.var_names.get(id(v), v.name)
 
     def __call__(self, e):
+        from .visit import post_order
+
+        # children first: each node then finds its operands' text in the memo, so an expression as deep as chain's
+        # inlined backward prints without reaching Python's recursion limit
+        for n in post_order(e):
+            self.p(n)
         return self.p(e)[0]
 
     def p(self, e):

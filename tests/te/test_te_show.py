@@ -43,3 +43,15 @@ def test_show_tuple_outputs_and_casts():
     assert "compute M: float64, int32[3]  (i < 3)" in text
     assert "  M.v0[i] = argmax((k, X[i, k]), axis=[k in [0, 5)])[0]" in text
     assert "  Y[i] = float64(M.v0[i]) + M.v1[i]" in text
+
+
+def test_an_expression_hundreds_of_levels_deep_prints():
+    """chain's backward, its 600 stages inlined into one expression, took the printer past Python's recursion
+    limit (a RecursionError at the end of ``polyad tune --workload chain``): it prints children first."""
+    X = pa.placeholder((4,), name="X")
+    e = X[0]
+    for _ in range(3000):
+        e = e * 1.01 + 0.5
+    Y = pa.compute((4,), lambda i: e + X[i], name="Y")
+    text = pa.show(Y)
+    assert text.count("1.01") == 3000 and "X[i]" in text
