@@ -153,3 +153,34 @@ def test_the_workers_generate_a_workloads_candidates_as_here(name):
         want = codegen(g2, ctx.inputs, loop, wide=True)
         assert p.source == want.source
         assert [[t.name for t in k.args] for k in p.kernels] == [[t.name for t in k.args] for k in want.kernels]
+
+
+def test_a_worker_that_dies_mid_generation_costs_its_candidate():
+    """A worker killed while it generates (as if isl aborted it: conv2d_3x3's dX in 1x2x6x8 scalar blocks, eight
+    copies, takes seconds) answers its candidate as a crash naming the signal; the next batch starts it again."""
+    import signal
+    import threading
+    import time
+
+    from polyad.bench.tuning import backward_graph
+    from polyad.te.graph import cut
+
+    g = backward_graph("conv2d_3x3")
+    outs, ins = cut(g.outputs, g.inputs)
+    outs = uniquely_named(outs)
+    slow = Schedule("slow", stages={"d_X_from_conv2d": StageSchedule(tile=(1, 2, 6, 8))})
+    pool = GeneratorPool(outs, list(ins), wide=None, workers=1)
+    try:
+        assert not isinstance(pool.programs([Schedule("naive")], timeout=120)[0], str)  # started, graph loaded
+        proc = pool._workers[0].proc
+
+        def kill_soon():
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGKILL)
+
+        threading.Thread(target=kill_soon).start()
+        [got] = pool.programs([slow], timeout=120)
+        assert isinstance(got, str) and got.startswith("code generation crashed its process (SIGKILL)"), got
+        assert not isinstance(pool.programs([Schedule("naive")], timeout=120)[0], str)
+    finally:
+        pool.close()
