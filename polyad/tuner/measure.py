@@ -4,7 +4,7 @@ A :class:`Measurer` turns a batch of :class:`~polyad.schedule.Schedule` into :cl
 :class:`LocalMeasurer` does it on this machine's device:
 
 1. generate every candidate's program, in code generation worker processes when there are several workers and
-   candidates (:mod:`polyad.tuner.generate`: isl's AST generation took as long as LLVM, in one process);
+   candidates (:mod:`polyad.tuner.generate`: in one process, generating took longer than compiling);
 2. compile the kernels the kernel cache lacks in a pool of compiler processes
    (:func:`polyad.runtime.cache.precompile`), each kernel as a program of its own
    (:func:`polyad.runtime.module.per_kernel_requests`): a candidate that changes one stage compiles one
