@@ -27,11 +27,12 @@ from .tree import build_tree, c_identifier
 @dataclass(frozen=True, eq=False)
 class KernelLaunch:
     name: str
-    stage: object  # the operation
+    stage: object  # the operation (None in a program restored from data: pipeline.programs)
     args: tuple  # tensors, in kernel argument order
     global_size: tuple  # OpenCL order: innermost first
     local_size: tuple  # None: the implementation's choice
     writes: tuple = None  # the args the kernel writes (its stage's outputs); None: unknown, any of them
+    stage_name: str = None  # the stage's name, kept where the operation is not (the tuner times stages by it)
 
     def written(self):
         """The tensors the kernel may write: ``writes``, or every argument where that is not known."""
@@ -50,7 +51,7 @@ class Program:
     buffer_names: dict  # id(Tensor) -> C name
     wide_index: bool
     fp64: bool
-    tree: object  # the tree.ModuleTree it came from (None: made from a plan, program_from_plan)
+    tree: object  # the tree.ModuleTree it came from
     # id(Tensor) -> the input whose buffer it is (a bitcast: flatten, reshape, squeeze; no kernel)
     aliases: dict = field(default_factory=dict)
 
@@ -85,99 +86,42 @@ def generate(outputs, inputs, schedule=None, wide=None):
     index arithmetic (the capability probe tests it on small buffers); None
     decides from the sizes.
     """
+    outs, ins = _check_io(outputs, inputs)
     sched = naive() if schedule is None else schedule
     if not isinstance(sched, Schedule):
         raise TypeError(f"codegen.generate takes a prepared Schedule, got {type(schedule).__name__}; "
                         "polyad.pipeline.generate resolves names such as 'auto'")
-    lay = _Layout.of(outputs, inputs)
+    stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
+    aliases = input_aliases(stages, ins, outs)
+    kernel_stages = [op for op in stages if id(op.output(0)) not in aliases]
     # every output a bitcast of an input (flatten's gradient alone): a program without kernels
-    tree = build_tree(lay.kernel_stages, sched) if lay.kernel_stages else None
-    lowered = lower(tree) if lay.kernel_stages else []
-    statements = [st for op in lay.kernel_stages for st in statements_of(op)]
-    ctx = Context(bool(wide) or needs_wide_index(lay.tensors, statements))
+    tree = build_tree(kernel_stages, sched) if kernel_stages else None
+    lowered = lower(tree) if kernel_stages else []
+    # buffers: every placeholder and every stage output gets one unique C name
+    names, used = {}, set()
+    tensors = list(ins) + [t for op in stages for t in op.outputs]
+    for t in tensors:
+        names[id(t)] = c_identifier(t.name, used)
+    statements = [st for op in kernel_stages for st in statements_of(op)]
+    ctx = Context(bool(wide) or needs_wide_index(tensors, statements))
     launches, sources = [], []
     for lk in lowered:
-        w = KernelWriter(ctx, lk, lay.names, tree.statements)
+        w = KernelWriter(ctx, lk, names, tree.statements)
         sources.append(w.generate())
         size = tuple(s for _, s in reversed(lk.grid_box)) or (1,)
         launches.append(KernelLaunch(lk.spec.name, lk.spec.stage, tuple(w.args), size, lk.spec.local_size,
-                                     tuple(w.outputs)))
+                                     tuple(w.outputs), lk.spec.stage.name))
     source = program_source(ctx, sources)
-    if lay.aliases:  # say where the bitcast tensors are, since no kernel shows them
-        names, aliases = lay.names, lay.aliases
+    if aliases:  # say where the bitcast tensors are, since no kernel shows them
         notes = "".join(
             f"// {names[id(t)]}: {t.dtype}{list(t.shape)} is {names[id(aliases[id(t)])]}'s buffer read in "
             f"its own shape (a bitcast: no kernel, no copy)\n"
-            for op in lay.stages for t in op.outputs if id(t) in aliases)
+            for op in stages for t in op.outputs if id(t) in aliases)
         head, _, rest = source.partition("\n")
         source = f"{head}\n{notes}{rest}"
-    return lay.program(source, tuple(launches), ctx.wide, ctx.fp64, tree)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """What a program's buffers are, read off the graph alone (cheap next to code generation): the checked
-    outputs and inputs, the stages in order, the bitcast aliases, and every buffer's unique C name."""
-
-    outs: list
-    ins: list
-    stages: list
-    aliases: dict
-    kernel_stages: list
-    names: dict  # id(Tensor) -> C name
-    tensors: list
-
-    @classmethod
-    def of(cls, outputs, inputs):
-        outs, ins = _check_io(outputs, inputs)
-        stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
-        aliases = input_aliases(stages, ins, outs)
-        kernel_stages = [op for op in stages if id(op.output(0)) not in aliases]
-        # buffers: every placeholder and every stage output gets one unique C name
-        names, used = {}, set()
-        tensors = list(ins) + [t for op in stages for t in op.outputs]
-        for t in tensors:
-            names[id(t)] = c_identifier(t.name, used)
-        return cls(outs, ins, stages, aliases, kernel_stages, names, tensors)
-
-    def program(self, source, launches, wide, fp64, tree):
-        out_ids = {id(t) for t in self.outs}
-        inter = tuple(t for op in self.stages for t in op.outputs if id(t) not in out_ids)
-        return Program(source, launches, tuple(self.ins), tuple(self.outs), inter, self.names, wide, fp64, tree,
-                       self.aliases)
-
-
-def program_plan(program):
-    """``program`` as plain data (JSON-ready): its source, index width and launches, each tensor named by its
-    buffer's C name.  :func:`program_from_plan` binds it to the tensors of another copy of the graph: a
-    process that generated the code sends this back (the tuner's code generation workers)."""
-    cname = program.buffer_names
-    return {"source": program.source, "wide": program.wide_index, "fp64": program.fp64,
-            "kernels": [[k.name, k.stage.name, [cname[id(t)] for t in k.args], list(k.global_size),
-                         None if k.local_size is None else list(k.local_size),
-                         None if k.writes is None else [cname[id(t)] for t in k.writes]] for k in program.kernels]}
-
-
-def program_from_plan(plan, outputs, inputs):
-    """The :class:`Program` a :func:`program_plan` describes, for the prepared graph of ``outputs`` here: the same
-    graph as the one the plan was generated from, in another process (its tensors matched by C name, its stages
-    by name).  The program has no ``tree``.
-
-    :raises PolyadError: when a kernel's stage or argument is not in this graph (the plan is of another graph).
-    """
-    lay = _Layout.of(outputs, inputs)
-    by_cname = {lay.names[id(t)]: t for t in lay.tensors}
-    ops = {op.name: op for op in lay.kernel_stages}
-    launches = []
-    for name, stage, args, size, local, writes in plan["kernels"]:
-        try:
-            launches.append(KernelLaunch(name, ops[stage], tuple(by_cname[a] for a in args), tuple(size),
-                                         None if local is None else tuple(local),
-                                         None if writes is None else tuple(by_cname[a] for a in writes)))
-        except KeyError as e:
-            raise PolyadError(f"code generation plan: kernel {name!r} names {e.args[0]!r}, which this graph "
-                              "does not have (the plan is of another graph)") from None
-    return lay.program(plan["source"], tuple(launches), plan["wide"], plan["fp64"], None)
+    out_ids = {id(t) for t in outs}
+    inter = tuple(t for op in stages for t in op.outputs if id(t) not in out_ids)
+    return Program(source, tuple(launches), tuple(ins), tuple(outs), inter, names, ctx.wide, ctx.fp64, tree, aliases)
 
 
 def input_aliases(stages, inputs, outputs):
@@ -207,4 +151,4 @@ def input_aliases(stages, inputs, outputs):
     return root
 
 
-__all__ = ["generate", "Program", "KernelLaunch", "input_aliases", "program_plan", "program_from_plan"]
+__all__ = ["generate", "Program", "KernelLaunch", "input_aliases"]

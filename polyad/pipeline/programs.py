@@ -26,7 +26,8 @@ from ..te.memo import op_memo
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from ..te.visit import post_order
 
-_FORMAT = "polyad-program-4"  # 3: aliases (bitcast outputs and intermediates); 4: what each kernel writes
+_FORMAT = "polyad-program-5"  # 3: aliases (bitcast outputs and intermediates); 4: what each kernel writes;
+# 5: each kernel's stage name
 _MEMORY = {}
 _PACKAGES = ("codegen", "schedule", "poly", "te", "autodiff", "ops")
 
@@ -190,8 +191,10 @@ def program_key(outputs, inputs, schedule, device_key):
     return h.hexdigest()
 
 
-def _to_data(program):
-    """The program with its tensors named by role (JSON-ready)."""
+def program_data(program):
+    """The program with its tensors named by role (JSON-ready): what the cache stores, and what the tuner's code
+    generation workers send back (:mod:`polyad.tuner.generate`).  :func:`program_from_data` binds it to a graph's
+    outputs and inputs."""
     roles = {}
     for i, t in enumerate(program.inputs):
         roles[id(t)] = ["in", i]
@@ -203,7 +206,8 @@ def _to_data(program):
         "format": _FORMAT,
         "source": program.source,
         "kernels": [
-            {"name": k.name, "args": [roles[id(t)] for t in k.args], "global": list(k.global_size),
+            {"name": k.name, "stage": k.stage_name, "args": [roles[id(t)] for t in k.args],
+             "global": list(k.global_size),
              "local": list(k.local_size) if k.local_size is not None else None,
              "writes": None if k.writes is None else [roles[id(t)] for t in k.writes]}
             for k in program.kernels
@@ -216,7 +220,10 @@ def _to_data(program):
     }
 
 
-def _from_data(data, outputs, inputs):
+def program_from_data(data, outputs, inputs):
+    """The :class:`~polyad.codegen.Program` of :func:`program_data`'s ``data`` on ``outputs`` and ``inputs`` (those of
+    the graph it was generated for, or of a copy of it): its intermediates are new placeholders, its kernels keep
+    their stages' names but not the operations, and it has no ``tree``."""
     from ..codegen import KernelLaunch, Program
 
     outs = tuple(as_tensor_list(outputs, "build outputs"))
@@ -230,7 +237,7 @@ def _from_data(data, outputs, inputs):
     kernels = tuple(
         KernelLaunch(k["name"], None, tuple(tensor(r) for r in k["args"]), tuple(k["global"]),
                      tuple(k["local"]) if k["local"] is not None else None,
-                     None if k.get("writes") is None else tuple(tensor(r) for r in k["writes"]))
+                     None if k.get("writes") is None else tuple(tensor(r) for r in k["writes"]), k.get("stage"))
         for k in data["kernels"]
     )
     names = {id(tensor(r)): n for r, n in data["names"]}
@@ -257,7 +264,7 @@ def load_program(key, outputs, inputs):
             return None
         _MEMORY[key] = data
     try:
-        return _from_data(data, outputs, inputs)
+        return program_from_data(data, outputs, inputs)
     except (KeyError, IndexError, TypeError, ValueError) as e:
         warnings.warn(f"polyad: ignoring a malformed cached program ({type(e).__name__}: {e}); regenerating it",
                       RuntimeWarning, stacklevel=3)
@@ -267,7 +274,7 @@ def load_program(key, outputs, inputs):
 
 def store_program(key, program):
     """Remember ``program`` under ``key`` (memory, and disk when writable)."""
-    data = _to_data(program)
+    data = program_data(program)
     _MEMORY[key] = data
     write(_disk_path(key), data, "program")
 

@@ -5,9 +5,9 @@ was most of the wall time: 90 s tunings on the 2-core Zen 4 VM spent 44.5 s of l
 conv2d_5x5_s3's 107 s there, one candidate after another (on the H200's 16-core host, lenet_step's first round
 of 16 candidates took 100 s).  :class:`GeneratorPool` sends each candidate's schedule to one of ``workers``
 processes, each holding its own copy of the graph (pickled once, as the Dask path sends it), and takes back the
-program as plain data (:func:`polyad.codegen.program_plan`), which :func:`polyad.codegen.program_from_plan` binds
-to the tensors of the graph here: the same program as generating it here, which the tests check source for
-source.
+program as the program cache's data (:func:`polyad.pipeline.programs.program_data`), which
+:func:`~polyad.pipeline.programs.program_from_data` binds to the graph's outputs and inputs here, as a warm
+``pa.build`` does: the same program as generating it here, which the tests check source for source.
 
 Workers are plain subprocesses (``python -m polyad.tuner.generate``, one JSON request and one answer a line), as
 the compile workers are (:mod:`polyad.runtime.builder`): ``multiprocessing`` would re-import the user's
@@ -35,15 +35,15 @@ class _Worker(LineProcess):
     def __init__(self, hello):
         super().__init__("polyad.tuner.generate", hello)
 
-    def plan(self, schedule_json, timeout):
-        """The program plan of one schedule, or why there is none (a str: its error, a crash, a timeout)."""
+    def program(self, schedule_json, timeout):
+        """The program data of one schedule, or why there is none (a str: its error, a crash, a timeout)."""
         try:
             ans, start = self.ask({"schedule": schedule_json}, timeout)
         except TimeoutError:
             return f"code generation did not finish in {timeout:.0f} s"
         if ans is None:
             return f"code generation crashed its process {self.died(start)}"
-        return ans["plan"] if ans["ok"] else ans["error"]
+        return ans["program"] if ans["ok"] else ans["error"]
 
 
 class GeneratorPool:
@@ -72,8 +72,7 @@ class GeneratorPool:
         import queue
         from concurrent.futures import ThreadPoolExecutor
 
-        from ..codegen import program_from_plan
-        from ..schedule import prepare
+        from ..pipeline.programs import program_from_data
 
         idle = queue.Queue()
         for w in self._workers:
@@ -82,27 +81,17 @@ class GeneratorPool:
         def one(s):
             w = idle.get()
             try:
-                return w.plan(s.to_json(), timeout)
+                return w.program(s.to_json(), timeout)
             finally:
                 idle.put(w)
 
         with ThreadPoolExecutor(len(self._workers)) as ex:
             try:
-                plans = list(ex.map(one, schedules))
+                got = list(ex.map(one, schedules))
             except BaseException:  # Ctrl-C: end the workers, so that the threads reading them return now
                 self.close()
                 raise
-        out = []
-        for s, plan in zip(schedules, plans):
-            if isinstance(plan, str):
-                out.append(plan)
-                continue
-            try:
-                g, _ = prepare(self.outputs, s)  # the graph decisions here too (milliseconds): the plan's tensors
-                out.append(program_from_plan(plan, g, self.inputs))
-            except PolyadError as e:
-                out.append(f"{type(e).__name__}: {e}")
-        return out
+        return [p if isinstance(p, str) else program_from_data(p, self.outputs, self.inputs) for p in got]
 
     def close(self):
         for w in self._workers:
@@ -110,8 +99,9 @@ class GeneratorPool:
 
 
 def _serve():
-    """The worker's loop: the graph first, then one schedule (JSON) a line, one plan (or error) a line."""
-    from ..codegen import generate, program_plan
+    """The worker's loop: the graph first, then one schedule (JSON) a line, one program's data (or error) a line."""
+    from ..codegen import generate
+    from ..pipeline.programs import program_data
     from ..schedule import Schedule, prepare
 
     out = sys.stdout
@@ -125,7 +115,7 @@ def _serve():
         try:
             s = Schedule.from_json(json.loads(line)["schedule"])
             g, loop = prepare(outputs, s)
-            ans = {"ok": True, "plan": program_plan(generate(g, inputs, loop, wide=wide))}
+            ans = {"ok": True, "program": program_data(generate(g, inputs, loop, wide=wide))}
         except PolyadError as e:
             ans = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         except Exception as e:  # noqa: BLE001 - a bug here costs the candidate, named as such

@@ -403,7 +403,7 @@ class LocalMeasurer(Measurer):
         kernels = mod.profile_buffers(*bufs, repeat=1 if loser else max(1, self.repeat), warmup=0)
         stages = {}
         for k in program.kernels:
-            stages[k.stage.name] = stages.get(k.stage.name, 0.0) + kernels.get(k.name, 0.0)
+            stages[k.stage_name] = stages.get(k.stage_name, 0.0) + kernels.get(k.name, 0.0)
         return Trial(med, tuple(times), stages, ref_times=tuple(ref_times))
 
 

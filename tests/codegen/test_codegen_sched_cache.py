@@ -47,6 +47,9 @@ def test_warm_build_skips_generation_and_is_fast(monkeypatch):
     warm = pa.build(U2, ins2, schedule=SCHED)
     assert time.perf_counter() - t0 < 0.2
     assert warm.source == cold.source
+    # a restored program keeps each kernel's stage name (the tuner times stages by it), not the operation
+    assert [k.stage_name for k in warm.program.kernels] == [k.stage_name for k in cold.program.kernels]
+    assert {k.stage_name for k in cold.program.kernels} <= {"T", "U"} and all(k.stage is None for k in warm.program.kernels)
     got, arrays = _run(warm, ins2)
     np.testing.assert_allclose(got, pa.evaluate(U2, dict(zip(ins2, arrays))), rtol=2e-5, atol=2e-5)
 

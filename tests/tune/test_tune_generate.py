@@ -48,8 +48,8 @@ def test_the_workers_programs_are_the_ones_generated_here(pool_and_graph):
         g, loop = prepare(outs, s)
         want = codegen(g, ins, loop)
         assert p.source == want.source and p.tree is None
-        assert [(k.name, k.stage.name, k.global_size, k.local_size, [t.name for t in k.args]) for k in p.kernels] == \
-            [(k.name, k.stage.name, k.global_size, k.local_size, [t.name for t in k.args]) for k in want.kernels]
+        assert [(k.name, k.stage_name, k.global_size, k.local_size, [t.name for t in k.args]) for k in p.kernels] == \
+            [(k.name, k.stage_name, k.global_size, k.local_size, [t.name for t in k.args]) for k in want.kernels]
         assert all(any(t is i for i in ins) for k in p.kernels for t in k.args if t.name in ("X", "W", "H"))
 
 
@@ -80,14 +80,14 @@ def test_ctrl_c_while_generating_ends_the_workers(pool_and_graph, monkeypatch):
     pool, outs, ins = pool_and_graph
     auto = _schedules(outs)[0]
     pool.programs([auto, auto], timeout=120)  # both workers started
-    real = generate._Worker.plan
+    real = generate._Worker.program
 
     def interrupted(self, schedule_json, timeout):
         if '"naive"' in schedule_json:
             raise KeyboardInterrupt
         return real(self, schedule_json, timeout)
 
-    monkeypatch.setattr(generate._Worker, "plan", interrupted)
+    monkeypatch.setattr(generate._Worker, "program", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pool.programs([Schedule("naive"), auto], timeout=120)
     assert all(w.proc is None for w in pool._workers)
