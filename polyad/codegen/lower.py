@@ -9,11 +9,11 @@ of the grid band's image (isl ``dim_min``/``dim_max``); work-items of the box
 outside the image do nothing (the AST guards them).
 """
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import islpy as isl
 
+from ..te.memo import Recent
 from .tree import GRID_MARK, KERNEL_MARK
 
 
@@ -82,9 +82,8 @@ def lower_kernel(spec, node):
     return LoweredKernel(spec, ast, params, tuple(box))
 
 
-#: kernel schedule (isl text) -> (AST, grid params, grid box): the most recent ``_MEMO_SIZE`` kernels' ASTs
-_MEMO = OrderedDict()
-_MEMO_SIZE = 256
+#: kernel schedule (isl text) -> (AST, grid params, grid box): the most recent 256 kernels' ASTs
+_MEMO = Recent(256)
 
 
 def _lowered(spec, node, own):
@@ -98,11 +97,7 @@ def _lowered(spec, node, own):
     hit = _MEMO.get(key)
     if hit is None:
         k = lower_kernel(spec, node)
-        hit = _MEMO[key] = (k.ast, k.grid_params, k.grid_box)
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
-    else:
-        _MEMO.move_to_end(key)
+        hit = _MEMO.put(key, (k.ast, k.grid_params, k.grid_box))
     return LoweredKernel(spec, *hit)
 
 

@@ -36,13 +36,13 @@ checked by :func:`check_legality` against the stage's dependences.  Lowering
 tree was produced.
 """
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly.stage import dim_names, safe_name, statements_of
+from ..te.memo import Recent
 from . import phase
 from .reserved import is_reserved
 
@@ -225,21 +225,14 @@ def _join(*groups):
 
 #: (domain, output dims, dims, tile, vec) -> _split_full_tiles' sets: isl's work on a stage a tuner's candidate did not
 #: change (lenet_step, 40 candidates: 3.9 s of 31 s of code generation)
-_SPLIT = OrderedDict()
-_SPLIT_SIZE = 512
+_SPLIT = Recent(512)
 
 
 def _split_full_tiles(st, tile, vec):
     """:func:`_split_tiles` of ``st``, remembered: it reads only the statement's domain and its dimensions."""
     key = (st.domain.to_str(), st.n_out, len(st.vars), tuple(tile), vec)
     hit = _SPLIT.get(key)
-    if hit is None:
-        hit = _SPLIT[key] = _split_tiles(st, tile, vec)
-        while len(_SPLIT) > _SPLIT_SIZE:
-            _SPLIT.popitem(last=False)
-    else:
-        _SPLIT.move_to_end(key)
-    return hit
+    return hit if hit is not None else _SPLIT.put(key, _split_tiles(st, tile, vec))
 
 
 def _split_tiles(st, tile, vec):
@@ -464,8 +457,7 @@ def _point_map(ist, m_max):
 
 #: keys of the stage schedules check_legality passed, most recent last (a tuner's candidate changes one or two
 #: stages and regenerates them all: conv2d_5x5_s3's backward spent 0.4 s a candidate here)
-_LEGAL = OrderedDict()
-_LEGAL_SIZE = 512
+_LEGAL = Recent(512)
 
 
 def _legality_key(ists, sched):
@@ -491,13 +483,9 @@ def check_legality(op, ists, sched):
     if not ists:
         return
     key = _legality_key(ists, sched)
-    if key in _LEGAL:
-        _LEGAL.move_to_end(key)
-        return
-    _check_legality(op, ists, sched)
-    _LEGAL[key] = True
-    while len(_LEGAL) > _LEGAL_SIZE:
-        _LEGAL.popitem(last=False)
+    if _LEGAL.get(key) is None:
+        _check_legality(op, ists, sched)
+        _LEGAL.put(key, True)
 
 
 def _check_legality(op, ists, sched):

@@ -13,9 +13,9 @@ CPU (PoCL) and GPU use the same machinery with their own :class:`DeviceModel`, m
 """
 
 import math
-from collections import OrderedDict
 
 from ..errors import ScheduleError
+from ..te.memo import Recent
 from ..te.tensor import as_tensor_list
 from . import Schedule, StageSchedule
 from .cost import StageInfo, full_fraction, stage_cost, stage_features, stage_info
@@ -56,16 +56,13 @@ def auto_schedule(outputs, device=None, renamed=False, lookup=None):
     key = (tuple(id(t) for t in outs), dm, renamed, id(lookup))
     hit = _MEMO.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], outs)) and hit[2] is lookup:
-        _MEMO.move_to_end(key)
         return hit[1]
     sched = _auto_schedule(outs, dm, renamed, lookup)
-    _MEMO[key] = (list(outs), sched, lookup)  # holding the tensors and the lookup keeps their ids unique
-    while len(_MEMO) > 64:
-        _MEMO.popitem(last=False)
+    _MEMO.put(key, (list(outs), sched, lookup))  # holding the tensors and the lookup keeps their ids unique
     return sched
 
 
-_MEMO = OrderedDict()
+_MEMO = Recent(64)
 
 
 def _auto_schedule(outs, dm, renamed, lookup):

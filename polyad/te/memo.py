@@ -1,4 +1,5 @@
-"""A memo of a pure function of a stage, by the stage's identity.
+"""Memos: :func:`op_memo` of a pure function of a stage, by the stage's identity, and :class:`Recent`, the most
+recently used entries of a memo keyed by value.
 
 Operations are immutable, so what is computed from one (its cache-key text, its tuning key) holds as
 long as it lives; entries go with it (weak keys).  Thread-safe: a Dask worker runs the tuner's
@@ -29,3 +30,38 @@ def op_memo(fn):
         return hit
 
     return memoised
+
+
+class Recent:
+    """A memo that holds its ``size`` most recently used entries (values are never None).
+
+    For results keyed by what they are computed from (isl text, the tile), where the keys keep coming and
+    nothing tells when one is dead: a tuner's candidates regenerate mostly unchanged stages.
+    """
+
+    def __init__(self, size=256):
+        from collections import OrderedDict
+
+        self.size = size
+        self._table = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        """The value of ``key`` (now the most recently used), or None."""
+        with self._lock:
+            hit = self._table.get(key)
+            if hit is not None:
+                self._table.move_to_end(key)
+            return hit
+
+    def put(self, key, value):
+        """Remember ``value`` under ``key``, forgetting the least recently used beyond ``size``; returns ``value``."""
+        with self._lock:
+            self._table[key] = value
+            self._table.move_to_end(key)
+            while len(self._table) > self.size:
+                self._table.popitem(last=False)
+        return value
+
+    def __len__(self):
+        return len(self._table)

@@ -1,4 +1,4 @@
-"""op_memo: a pure function of a stage, computed once per stage while the stage lives."""
+"""op_memo: a pure function of a stage, computed once per stage while the stage lives; Recent: a bounded memo."""
 
 import gc
 import weakref
@@ -37,3 +37,16 @@ def test_an_argument_without_weak_references_is_not_memoised():
 
     assert length((1, 2)) == length((1, 2)) == 2
     assert len(calls) == 2
+
+
+def test_recent_keeps_the_most_recently_used_entries():
+    """The memo of isl ASTs, tile splits, legality checks and auto schedules: a hit makes an entry recent again,
+    and the least recently used goes when it is full."""
+    from polyad.te.memo import Recent
+
+    m = Recent(2)
+    assert m.put("a", 1) == 1 and m.put("b", 2) == 2 and len(m) == 2
+    assert m.get("a") == 1  # "b" is now the least recently used
+    m.put("c", 3)
+    assert m.get("b") is None and m.get("a") == 1 and m.get("c") == 3 and len(m) == 2
+    assert m.get("missing") is None
