@@ -12,14 +12,13 @@ Plain ``pa.build(pa.differentiate(...))`` still works: it recomputes the forward
 inside the backward, which costs more per step but needs no memory between the two calls.
 """
 
-import collections
-import threading
 import time
 
 import numpy as np
 
 from ..errors import ArityError, PolyadError
 from ..te import dtype as dt
+from ..te.memo import Recent
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, placeholder
 
 __all__ = ["vjp", "vjp_from_gradients", "Residuals", "VJPForward", "VJPBackward"]
@@ -203,37 +202,29 @@ def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reduct
     return _split(grads, heads, ins, outs, single, schedule, device, save)
 
 
-#: how many (output, wrt) gradients ``pa.vjp`` keeps (:func:`_gradients`)
-GRADIENT_MEMO_SIZE = 16
-_GRADIENTS = collections.OrderedDict()
-_GRADIENTS_LOCK = threading.Lock()
+#: ``pa.vjp``'s (output, wrt) gradients, the 16 most recently used (:func:`_gradients`)
+_GRADIENTS = Recent(16)
 
 
 def forget_gradients():
     """Empty ``pa.vjp``'s memo of gradients: its next call of any graph differentiates (a cold build, timed)."""
-    with _GRADIENTS_LOCK:
-        _GRADIENTS.clear()
+    _GRADIENTS.clear()
 
 
 def _gradients(y, wrt, differentiate):
     """``(head, pa.differentiate(y, wrt, head))`` for a fresh placeholder ``head``, computed once for the same
-    ``y`` and ``wrt`` (the objects: graphs are immutable) among the last :data:`GRADIENT_MEMO_SIZE`.  A second
+    ``y`` and ``wrt`` (the objects: graphs are immutable) among the 16 most recently used.  A second
     ``pa.vjp`` of a graph, in a training loop say, then costs two warm builds, not a differentiation (chain's
     200 stages took 70 ms, lenet_step's 37).  The entries hold their graphs, so no id is reused while one
     lives; a bounded LRU, not weak references: a gradient refers to its output, which a weak key would keep
     alive for ever."""
     key = (id(y), tuple(id(t) for t in wrt))
-    with _GRADIENTS_LOCK:
-        hit = _GRADIENTS.get(key)
-        if hit is not None:
-            _GRADIENTS.move_to_end(key)
-            return hit[2], hit[3]
+    hit = _GRADIENTS.get(key)
+    if hit is not None:
+        return hit[2], hit[3]
     head = placeholder(y.shape, y.dtype, f"d_{y.name}")
     grads = list(differentiate(y, wrt, head))
-    with _GRADIENTS_LOCK:
-        _GRADIENTS[key] = (y, tuple(wrt), head, grads)
-        while len(_GRADIENTS) > GRADIENT_MEMO_SIZE:
-            _GRADIENTS.popitem(last=False)
+    _GRADIENTS.put(key, (y, tuple(wrt), head, grads))
     return head, grads
 
 

@@ -63,5 +63,9 @@ class Recent:
                 self._table.popitem(last=False)
         return value
 
+    def clear(self):
+        with self._lock:
+            self._table.clear()
+
     def __len__(self):
         return len(self._table)
