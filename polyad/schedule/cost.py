@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..te.expr import Call, Const, Load
+from ..te.memo import Recent
 from ..te.visit import post_order
 from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
@@ -215,8 +216,16 @@ def _uses(e, var):
     return any(n is var for n in post_order(e))
 
 
+#: (stage name, tuning.stage_key) -> StageInfo: graph transformations rebuild the stages they leave alone as new
+#: ops, and the tuner builds dozens of graph variants (lenet_step's 40 first: 2750 infos asked, under 200 distinct)
+_INFOS = Recent(2048)
+
+
 def stage_info(op):
     """The :class:`StageInfo` of a computed stage (isl counts of its statements; deterministic).
+
+    Computed once per stage structure and name (:func:`~polyad.schedule.tuning.stage_key`: the info is read off
+    the statements, the shapes and the dtypes, which the key covers, and carries the name).
 
     A stage the ``stride_phases`` rule proposes phases for (:func:`~polyad.schedule.phase.phase_strides`)
     also gets the info of each proposed phase decomposition (``phased``): the same counts read off its
@@ -225,6 +234,14 @@ def stage_info(op):
     :param op: a ``ComputeOp`` or polyhedral stage.
     :returns: its :class:`StageInfo`.
     """
+    from .tuning import stage_key
+
+    key = (op.name, stage_key(op))
+    hit = _INFOS.get(key)
+    return hit if hit is not None else _INFOS.put(key, _stage_info(op))
+
+
+def _stage_info(op):
     import numpy as np
 
     stmts = statements_of(op)

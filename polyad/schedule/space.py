@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import PolyadError, ScheduleError
 from ..te.expr import Call, Load, Reduce
+from ..te.memo import op_memo
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
 from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
@@ -1280,7 +1281,25 @@ def _operand_group(op, ss, dm):
     ``60 / 6`` row blocks of one 32-column strip of W go in one group (OpenCL order ``(1, 10)``), leaving the
     32 strips as groups.
     """
-    if not isinstance(op, ComputeOp) or len(op.shape) != 2 or not ss.tile or len(ss.tile) != 2:
+    if not ss.tile or len(ss.tile) != 2:
+        return None
+    a = _free_of_dominant(op)
+    if a is None:
+        return None
+    blocks = [-(-n // t) for n, t in zip(op.shape, ss.tile)]
+    if not 2 <= blocks[a] <= _const("cpu_operand_groups", "max_group") or \
+            blocks[1 - a] < _const("cpu_operand_groups", "groups_per_core") * dm.cores:
+        return None
+    return tuple(blocks[a] if d == a else 1 for d in (1, 0))  # OpenCL order: the last output dimension first
+
+
+@op_memo
+def _free_of_dominant(op):
+    """The output dimension (0 or 1) that a 2-d reduction's dominant operand does not read with, or None (no
+    operand dominates, or it reads with both or neither): :func:`_operand_group`'s part that is the op's alone,
+    computed once per op (the tuner asks it for every candidate of every stage: 628,000 times building
+    lenet_step's 40 graph variants)."""
+    if not isinstance(op, ComputeOp) or len(op.shape) != 2:
         return None
     b = op.body[0]
     if not isinstance(b, Reduce) or len(op.body) != 1:
@@ -1298,14 +1317,7 @@ def _operand_group(op, ss, dm):
     if any(size[big] < _const("cpu_operand_groups", "dominance") * n for t, n in size.items() if t is not big):
         return None
     free = [d for d in (0, 1) if d not in dims[big]]
-    if len(free) != 1:
-        return None
-    a = free[0]
-    blocks = [-(-n // t) for n, t in zip(op.shape, ss.tile)]
-    if not 2 <= blocks[a] <= _const("cpu_operand_groups", "max_group") or \
-            blocks[1 - a] < _const("cpu_operand_groups", "groups_per_core") * dm.cores:
-        return None
-    return tuple(blocks[a] if d == a else 1 for d in (1, 0))  # OpenCL order: the last output dimension first
+    return free[0] if len(free) == 1 else None
 
 
 def _operand_groups(op, info, dm, ss, mine_only=False):
@@ -1314,6 +1326,30 @@ def _operand_groups(op, info, dm, ss, mine_only=False):
         return [(ss, True)]
     mine = dataclasses.replace(ss, local_size=group)
     return [(mine, True)] if mine_only else [(ss, False), (mine, True)]
+
+
+def stage_space_key(op, info, graph=None):
+    """A hashable key of everything :func:`stage_space` reads on one device model: equal keys, equal spaces.
+
+    That is the stage's structure (:func:`~polyad.schedule.tuning.stage_key`: body, shape, dtypes, the inputs'
+    shapes), its name, tag and attrs (``innermost``'s stages are known by their attrs, rfactor partials by their
+    ``_rf`` name), each input's producer's name, tag and attrs (``batch_back`` reads them), the info, and the
+    graph's part the rules read: which inputs come from inlined stages (``copy_rows``) and which graph rule made
+    the rfactor this stage is the partial of (``row_partials``, ``lane_partials``).  A rule that reads more of
+    ``graph`` or of the op must add it here; the tuner builds dozens of graph variants that share most stages and
+    computes each distinct stage's space once by this key (tests/tune compare such spaces with fresh ones).
+    """
+    from .tuning import stage_key
+
+    graph = graph if graph is not None else _NO_GRAPH
+
+    def attrs(o):
+        return repr(sorted((k, repr(v)) for k, v in (getattr(o, "attrs", None) or {}).items()))
+
+    producers = tuple((t.op.name, getattr(t.op, "tag", ""), attrs(t.op), t.op.name in graph.inline)
+                      for t in op.input_tensors)
+    partial = graph.rule_of("rfactor", op.name[:-3]) if op.name.endswith("_rf") else None
+    return (op.name, stage_key(op), getattr(op, "tag", ""), attrs(op), producers, info, partial)
 
 
 def stage_space(op, dm, graph=None, info=None, ranked_only=False):

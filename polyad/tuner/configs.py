@@ -96,6 +96,9 @@ class ConfigSpace:
         self._known = {}  # graph key -> variant index, or None where the decisions do not fit
         self._tried = set()  # (variant, move index) a probe has taken
         self.built_later = 0  # variants built for probes
+        # schedule.space.stage_space_key -> (candidates, the model's pick): a variant shares all but a stage or
+        # three with the others (lenet_step's 40 first variants: 1092 stages, 98 distinct)
+        self._stages = {}
         self._add({}, auto)
         if not self.variants:
             raise ScheduleError("the auto schedule's graph decisions do not apply to the graph")
@@ -113,7 +116,7 @@ class ConfigSpace:
         key = _graph_key(decisions)
         if key not in self._known:
             why = "given" if moves is None else " + ".join(self._why[m] for m in moves.values()) or "auto"
-            v = _variant(self.outputs, self.model, decisions, why, auto)
+            v = _variant(self.outputs, self.model, decisions, why, auto, self._stages)
             if v is not None:
                 self.variants.append(v)
                 self._moves_of.append(moves)
@@ -219,17 +222,19 @@ class ConfigSpace:
         return [(s, s.candidates[i]) for s, i in zip(self.variants[v].stages, picks)]
 
 
-def _variant(outputs, model, decisions, why, auto):
-    """The :class:`Variant` of graph ``decisions`` (Schedule fields by name), or None where they do not fit."""
-    from ..schedule.cost import stage_cost
+def _variant(outputs, model, decisions, why, auto, memo=None):
+    """The :class:`Variant` of graph ``decisions`` (Schedule fields by name), or None where they do not fit.
+    ``memo``: a dict of each stage's (candidates, model's pick) by :func:`~polyad.schedule.space.stage_space_key`,
+    shared by the variants of one graph on one model."""
     from ..schedule.graph import stage_ops
-    from ..schedule.space import given_graph, stage_space
+    from ..schedule.space import given_graph, stage_space_key
 
     inline = decisions["inline"]
     try:
         graph = given_graph(outputs, Schedule("graph", **decisions), model)
     except ScheduleError:
         return None
+    memo = {} if memo is None else memo
     stages = []
     # the stages as the auto-scheduler sees them (padded and rfactored, before inlining): the tuning
     # database's lookup is asked about these ops, so the records carry their keys
@@ -237,15 +242,27 @@ def _variant(outputs, model, decisions, why, auto):
         if op.name in inline:
             continue
         info = graph.infos[op.name]
-        cands = list(dict.fromkeys(c.schedule for c in stage_space(op, model, graph, info).candidates))
-        if StageSchedule() not in cands:
-            cands.append(StageSchedule())
-        first = auto.for_stage(op.name) if auto is not None else min(cands, key=lambda ss: stage_cost(info, ss, model))
-        if first in cands:
-            cands.remove(first)
-        stages.append(StageChoices(op.name, op, info, (first,) + tuple(cands)))
+        key = stage_space_key(op, info, graph)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = _stage_candidates(op, info, model, graph)
+        cands, pick = hit
+        first = auto.for_stage(op.name) if auto is not None else pick
+        stages.append(StageChoices(op.name, op, info, (first,) + tuple(c for c in cands if c != first)))
     inline, rf, pad, s2d, fold, innermost = _graph_key(decisions)
     return Variant(inline, rf, pad, tuple(stages), why, s2d, fold, innermost)
+
+
+def _stage_candidates(op, info, model, graph):
+    """A stage's candidates, in the space's order with the naive schedule among them, and the one the model ranks
+    cheapest."""
+    from ..schedule.cost import stage_cost
+    from ..schedule.space import stage_space
+
+    cands = list(dict.fromkeys(c.schedule for c in stage_space(op, model, graph, info).candidates))
+    if StageSchedule() not in cands:
+        cands.append(StageSchedule())
+    return tuple(cands), min(cands, key=lambda ss: stage_cost(info, ss, model))
 
 
 @dataclass(frozen=True)

@@ -355,3 +355,27 @@ def test_no_candidate_emits_more_statements_than_the_block_code_cap():
         assert (max(free) > code) != every_stage
 
 
+
+
+def test_the_stage_space_key_carries_what_the_rules_read_of_the_graph():
+    """``stage_space_key`` (the tuner computes each distinct key's candidates once) differs where a rule's
+    proposals do: a copy whose producer is inlined is no plain copy for ``copy_rows``, and an rfactor partial's
+    blocks depend on the graph rule that made the rfactor."""
+    from polyad.schedule.space import GraphChoice, stage_space_key
+
+    X = pa.placeholder((8, 64), name="X")
+    A = pa.compute((8, 64), lambda i, j: X[i, j] * 2.0, name="A")
+    B = pa.compute((8, 32), lambda i, j: A[i, j + 16], name="B")  # a crop: a plain copy
+    (b,) = [op for op in stage_ops(uniquely_named([B]))[0] if op.name == "B"]
+    info = stage_info(b)
+    plain, fused = GraphChoice(outputs=[B]), GraphChoice(outputs=[B], inline=frozenset({"A"}))
+    assert stage_space_key(b, info, plain) != stage_space_key(b, info, fused)
+    assert stage_space_key(b, info, plain) == stage_space_key(b, info, GraphChoice(outputs=[B]))
+    rules = {c.rule for c in stage_space(b, ZEN5, plain, info).candidates}
+    assert "copy_rows" in rules and "copy_rows" not in {c.rule for c in stage_space(b, ZEN5, fused, info).candidates}
+
+    # an rfactor partial (named ``<stage>_rf``): its blocks depend on the rule that made the rfactor
+    by_rows = GraphChoice(outputs=[B], made_by={"rfactor": {"C": "rfactor_rows"}})
+    by_lanes = GraphChoice(outputs=[B], made_by={"rfactor": {"C": "rfactor_lanes"}})
+    rf = pa.compute((8, 32), lambda i, j: X[i, j], name="C_rf")
+    assert stage_space_key(rf.op, stage_info(rf.op), by_rows) != stage_space_key(rf.op, stage_info(rf.op), by_lanes)

@@ -634,3 +634,46 @@ def test_a_dask_worker_keeps_measurers_for_its_latest_graphs_and_closes_the_olde
     first = cluster._MEASURERS["g2"]
     cluster._remote_measure(graph, "g2", sched, {})  # a graph it has: the same measurer, nothing closed
     assert cluster._MEASURERS["g2"] is first and len(closed) == 2
+
+
+_GPU = DeviceModel.load(_DEVICES / "gpu-former-constants.json")
+
+
+def _strided_conv_backward():
+    X = pa.placeholder((2, 3, 17, 17), name="X")
+    W = pa.placeholder((8, 3, 5, 5), name="W")
+    Y = pa.nn.relu(pa.nn.conv2d(X, W, strides=3, padding=1))
+    H = pa.placeholder(Y.shape, name="H")
+    return list(pa.differentiate(Y, [X, W], H)), [X, W, H]
+
+
+@pytest.mark.parametrize("graph", [_conv_backward, _softmax_backward, _strided_conv_backward])
+@pytest.mark.parametrize("model", [ZEN5, _GPU], ids=["cpu", "gpu"])
+def test_variants_share_stage_spaces_and_equal_fresh_ones(graph, model):
+    """The space computes each distinct stage's candidates once (``stage_space_key``) and stage infos once per
+    structure: every variant, auto's neighbours and their neighbours, equals one built with nothing shared."""
+    import random
+
+    from polyad.schedule import cost
+    from polyad.tuner.configs import _variant, apply_moves
+
+    outs, ins = graph()
+    ctx = graph_context(outs, ins, model)
+    space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=100)
+    rng, seen = random.Random(1), set()
+    for _ in range(6):  # two-move variants too
+        c = space.probe([space.auto_config()] + [(v, space.carry(space.auto_config(), v))
+                                                 for v in range(1, len(space.variants))], rng, seen)
+        if c is None:
+            break
+        seen.add(c)
+    assert len(space.variants) >= 3
+    stages = sum(len(v.stages) for v in space.variants)
+    assert len(space._stages) < stages  # shared
+    for i, v in enumerate(space.variants):
+        cost._INFOS.clear()
+        moves = space._moves_of[i]
+        fresh = _variant(ctx.outputs, model, apply_moves(space.base, (moves or {}).values()), v.why,
+                         ctx.auto if i == 0 else None)
+        assert [(s.name, s.info, s.candidates) for s in v.stages] == \
+            [(s.name, s.info, s.candidates) for s in fresh.stages], v.why
