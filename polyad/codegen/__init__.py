@@ -19,6 +19,7 @@ from ..poly.stage import statements_of
 from ..schedule import Schedule, naive
 from ..te.graph import cut
 from ..te.tensor import PlaceholderOp, Tensor, as_tensor_list, walk_ops
+from ..te.memo import Recent
 from .lower import lower
 from .opencl import Context, KernelWriter, kernel_source, needs_wide_index, program_source
 from .tree import build_tree, c_identifier
@@ -78,13 +79,16 @@ def _check_io(outputs, inputs):
     return outs, ins
 
 
-def generate(outputs, inputs, schedule=None, wide=None):
+def generate(outputs, inputs, schedule=None, wide=None, kernels=None):
     """The :class:`Program` computing the prepared graph of ``outputs`` from ``inputs`` under ``schedule``.
 
     ``schedule``: a :class:`~polyad.schedule.Schedule` whose graph-level decisions
     are already applied to the graph (None: naive).  ``wide``: True forces 64-bit
     index arithmetic (the capability probe tests it on small buffers); None
-    decides from the sizes.
+    decides from the sizes.  ``kernels``: a :class:`KernelMemo` shared by the
+    programs of a tuner's candidates: a kernel written before with everything its
+    text is a function of equal is not written again (a candidate changes a stage
+    or three of dozens).
     """
     outs, ins = _check_io(outputs, inputs)
     sched = naive() if schedule is None else schedule
@@ -106,8 +110,12 @@ def generate(outputs, inputs, schedule=None, wide=None):
     ctx = Context(bool(wide) or needs_wide_index(tensors, statements))
     launches, sources = [], []
     for lk in lowered:
-        w = KernelWriter(ctx, lk, names, tree.statements)
-        sources.append(w.generate())
+        k, w = _kernel(ctx, lk, names, tree.statements, kernels)
+        for h in k.helpers:  # as if written with the program's context: helpers in order of first use
+            if h not in ctx.helpers:
+                ctx.helpers.append(h)
+        ctx.fp64 |= k.fp64
+        sources.append(k.source)
         size = tuple(s for _, s in reversed(lk.grid_box)) or (1,)
         launches.append(KernelLaunch(lk.spec.name, lk.spec.stage, tuple(w.args), size, lk.spec.local_size,
                                      tuple(w.outputs), lk.spec.stage.name))
@@ -122,6 +130,52 @@ def generate(outputs, inputs, schedule=None, wide=None):
     out_ids = {id(t) for t in outs}
     inter = tuple(t for op in stages for t in op.outputs if id(t) not in out_ids)
     return Program(source, tuple(launches), tuple(ins), tuple(outs), inter, names, ctx.wide, ctx.fp64, tree, aliases)
+
+
+@dataclass(frozen=True, eq=False)
+class _Written:
+    """One kernel's C text and what writing it told the program: the helpers it calls (in order of first use)
+    and whether it needs fp64."""
+
+    source: str
+    helpers: tuple
+    fp64: bool
+
+
+class KernelMemo:
+    """Written kernels by :meth:`~polyad.codegen.opencl.KernelWriter.memo_key` (everything the C text is a
+    function of, names included): kernels of another program, or another graph's, are taken where their keys are
+    equal.  Holds the ``size`` most recently used."""
+
+    def __init__(self, size=2048):
+        self._recent = Recent(size)
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        hit = self._recent.get(key)
+        if hit is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return hit
+
+    def put(self, key, written):
+        return self._recent.put(key, written)
+
+
+def _kernel(ctx, lk, names, statements, memo):
+    """The C text of the kernel of ``lk`` (a :class:`_Written`) and its writer, which knows its arguments; the text
+    is taken from ``memo`` where it holds it.  Each kernel is written with a context of its own, whose helpers and
+    fp64 the program merges in kernel order: the same program as one context shared by all (a context only
+    collects them)."""
+    own = Context(ctx.wide)
+    w = KernelWriter(own, lk, names, statements)  # the arguments; nothing is printed yet
+    key = w.memo_key() if memo is not None else None
+    hit = memo.get(key) if key is not None else None
+    if hit is not None:
+        return hit, w
+    out = _Written(str(w.generate()), tuple(own.helpers), own.fp64)
+    return (out if key is None else memo.put(key, out)), w
 
 
 def input_aliases(stages, inputs, outputs):
@@ -151,4 +205,4 @@ def input_aliases(stages, inputs, outputs):
     return root
 
 
-__all__ = ["generate", "Program", "KernelLaunch", "input_aliases"]
+__all__ = ["generate", "Program", "KernelLaunch", "KernelMemo", "input_aliases"]

@@ -23,6 +23,7 @@ class LoweredKernel:
     ast: object  # isl.AstNode of one work-item
     grid_params: tuple  # names of the parameters bound to the NDRange, outermost first
     grid_box: tuple  # (lo, size) per grid dim, outermost first
+    key: str = None  # the kernel's own schedule as isl text, which the AST is a function of (None: lowered in the tree)
 
 
 def kernel_nodes(schedule):
@@ -98,7 +99,7 @@ def _lowered(spec, node, own):
     if hit is None:
         k = lower_kernel(spec, node)
         hit = _MEMO.put(key, (k.ast, k.grid_params, k.grid_box))
-    return LoweredKernel(spec, *hit)
+    return LoweredKernel(spec, *hit, key)
 
 
 def lower(tree):

@@ -636,6 +636,38 @@ class KernelWriter:
         """The tensors passed to the kernel, in argument order (reads first, then outputs)."""
         return list(self.reads) + list(self.outputs)
 
+    def memo_key(self):
+        """Everything :meth:`generate` reads, as text, or None where the kernel's AST has no key of its own
+        (``LoweredKernel.key``): two kernels with equal keys are the same C text, whatever graph they come from.
+
+        That is the AST (its key: the kernel's own isl schedule, statement names and tiling included), the index
+        width, the kernel's name, work-group and grid, the output shape, its arguments (C name, shape, dtype),
+        and per statement of the stage its C variable names and ranges, its domain, its values and combiner with
+        every name they print (:func:`_expressions_doc`), and per isl statement its role, kind, tile and vector
+        width.  A field :meth:`generate` comes to read must be added here (tests/codegen compare programs written
+        with and without the memo, source for source)."""
+        if self.lk.key is None:
+            return None
+        tensor = {id(t): (self.tensor_names[id(t)], tuple(t.shape), t.dtype) for t in self.args}
+        stmts = []
+        for st in self.spec.statements:
+            names = self.var_names[id(st)]
+            var = {id(v): (names.get(id(v), v.name), v.dtype, getattr(v, "lo", None), getattr(v, "extent", None))
+                   for v in st.vars}
+            comb = st.combiner
+            stmts.append((st.name, st.n_out, str(st.domain), tuple(var[id(v)] for v in st.vars), st.accumulate,
+                          _expressions_doc(st.values, var, tensor),
+                          None if comb is None else (_expressions_doc(comb.result, {
+                              **{id(x): ("lhs", i, x.dtype) for i, x in enumerate(comb.lhs)},
+                              **{id(y): ("rhs", i, y.dtype) for i, y in enumerate(comb.rhs)}}, tensor),
+                              _expressions_doc(comb.identity, {}, tensor))))
+        op = self.spec.stage
+        ists = tuple((i.name, i.index, i.role, i.kind, i.tile, i.vec, str(i.domain))
+                     for i in self.statements.values() if i.stage is op)
+        return repr((self.lk.key, self.ctx.wide, self.spec.name, self.spec.local_size, self.lk.grid_params,
+                     self.lk.grid_box, tuple(op.shape), tuple(tensor[id(t)] for t in self.args),
+                     tuple(tensor[id(t)] for t in self.outputs), tuple(stmts), ists))
+
     def generate(self):
         ctx = self.ctx
         params = []
@@ -914,6 +946,31 @@ class KernelWriter:
                 lines.append(c.Statement(f"const {ctx.ctype(x.dtype)} n{k} = {_strip(r)}"))
             lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return lines
+
+
+def _expressions_doc(roots, var, tensor):
+    """Expressions as a node list (children first, shared nodes once) with what printing them reads: operators,
+    dtypes, constants exactly, variables by ``var`` (id -> their printed name and range) and buffers by ``tensor``
+    (id -> C name, shape, dtype).  A variable or tensor missing from those is spelled by its own name and id."""
+    index, nodes = {}, []
+    for n in post_order(tuple(roots)):
+        if id(n) in index:
+            continue
+        if isinstance(n, Var):
+            e = ("var",) + tuple(var.get(id(n), (n.name, n.dtype, "free", id(n))))
+        elif isinstance(n, Const):
+            v = n.value
+            e = ("const", n.dtype, v.hex() if isinstance(v, float) else repr(v))
+        elif isinstance(n, Call):
+            e = ("call", n.op, n.dtype) + tuple(index[id(a)] for a in n.args)
+        elif isinstance(n, Load):
+            t = n.tensor
+            e = ("load", tensor.get(id(t), (t.name, id(t)))) + tuple(index[id(a)] for a in n.indices)
+        else:  # a kind printing does not know: its own text, and never equal to another object's
+            e = ("?", type(n).__name__, str(n), id(n))
+        index[id(n)] = len(nodes)
+        nodes.append(e)
+    return tuple(nodes), tuple(index[id(r)] for r in roots)
 
 
 def _used_once(comb, y):

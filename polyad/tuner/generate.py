@@ -24,6 +24,35 @@ from ..errors import PolyadError
 from ..runtime.builder import LineProcess
 
 
+class Programs:
+    """The programs of one graph under many schedules, each the one ``pa.build`` compiles
+    (:func:`polyad.pipeline.program_for`), with the kernels they share written once
+    (:class:`polyad.codegen.KernelMemo`): a candidate changes a stage or three of lenet_step's thirty, and
+    printing the unchanged kernels again was about half of generating 40 logged candidates one by one (18 s).
+
+    :param outputs: the graph's outputs, cut and uniquely named (as the tuner plans them).
+    :param inputs: the build's inputs.
+    :param wide: the build's index width (``program_for``'s).
+    """
+
+    def __init__(self, outputs, inputs, wide):
+        from ..codegen import KernelMemo
+
+        self.outputs, self.inputs, self.wide = list(outputs), list(inputs), wide
+        self.kernels = KernelMemo()
+
+    def __call__(self, schedule):
+        """The :class:`~polyad.codegen.Program` of ``schedule`` (a resolved Schedule).
+
+        :raises PolyadError: as ``pa.build`` would (a ScheduleError naming the stage, ...).
+        """
+        from ..codegen import generate
+        from ..schedule import prepare
+
+        g, loop = prepare(self.outputs, schedule)
+        return generate(g, self.inputs, loop, wide=self.wide, kernels=self.kernels)
+
+
 class GraphNotSent(PolyadError):
     """The graph does not pickle (chain's 600-stage backward is deeper than pickle's recursion limit): the caller
     generates code in its own process."""
@@ -100,22 +129,20 @@ class GeneratorPool:
 
 def _serve():
     """The worker's loop: the graph first, then one schedule (JSON) a line, one program's data (or error) a line."""
-    from ..codegen import generate
     from ..pipeline.programs import program_data
-    from ..schedule import Schedule, prepare
+    from ..schedule import Schedule
 
     out = sys.stdout
     sys.stdout = sys.stderr  # nothing else may write into the answer channel
     hello = json.loads(sys.stdin.readline())
     outputs, inputs = pickle.loads(base64.b64decode(hello["graph"]))
-    wide = hello["wide"]
+    programs = Programs(outputs, inputs, hello["wide"])
     out.write("{}\n")
     out.flush()
     for line in sys.stdin:
         try:
             s = Schedule.from_json(json.loads(line)["schedule"])
-            g, loop = prepare(outputs, s)
-            ans = {"ok": True, "program": program_data(generate(g, inputs, loop, wide=wide))}
+            ans = {"ok": True, "program": program_data(programs(s))}
         except PolyadError as e:
             ans = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         except Exception as e:  # noqa: BLE001 - a bug here costs the candidate, named as such

@@ -236,6 +236,7 @@ class LocalMeasurer(Measurer):
         self._ref = None  # the auto schedule's (module, buffers), run beside every candidate's timed runs
         self._pool = None  # compiler processes, kept from batch to batch
         self._generators = None  # code generation processes (GeneratorPool), likewise
+        self._programs_here = None  # code generation in this process (generate.Programs), where there are none
         first = self.measure([self._context.auto])[0]  # the reference: every candidate must match it
         if not first.ok:
             self.close()
@@ -246,9 +247,12 @@ class LocalMeasurer(Measurer):
         self.nothing_to_tune = not first.stages
 
     def _program(self, schedule):
-        from ..pipeline import program_for
+        if self._programs_here is None:
+            from ..pipeline import _wide_indices
+            from .generate import Programs
 
-        return program_for(self.outs, self.ins, schedule, self.dev, self._context.model)  # what pa.build compiles
+            self._programs_here = Programs(self.outs, self.ins, _wide_indices(self.dev, self._context.model))
+        return self._programs_here(schedule)  # what pa.build compiles
 
     def measure(self, schedules, pair_same=False, timeout=None):
         from ..runtime.cache import precompile
