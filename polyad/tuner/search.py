@@ -10,7 +10,8 @@ plus a few random ones (exploration).
 
 The cost model predicts a stage's log time from :func:`polyad.schedule.cost.stage_features` (isl counts,
 the schedule, the analytic model's own terms) with gradient-boosted trees (scikit-learn's
-``GradientBoostingRegressor``), retrained on every measured stage after each round; a config's
+``GradientBoostingRegressor``), retrained on every measured stage once they have grown by a quarter since the
+last training; a config's
 prediction is the sum over its stages.  Until enough stages are measured it ranks by the analytic
 model (:func:`~polyad.schedule.cost.stage_cost`).  :class:`RandomSearch` is the baseline it must beat.
 """
@@ -20,6 +21,10 @@ import math
 import numpy as np
 
 _MIN_SAMPLES = 12  # measured stages before the learned model ranks
+# the model is trained again once the measured stages have grown by this fraction since its last training: a round
+# of four candidates adds a hundred stages to lenet_step's thousands, and retraining after every round was a fifth
+# of the tuner's own process in a 90 s tuning (4.4 s of 20), growing with the samples
+_REFIT_GROWTH = 0.25
 _POOL = 384  # configs bred per round
 
 
@@ -32,6 +37,7 @@ class CostModel:
         self.X, self.y = [], []
         self.keys = None
         self.reg = None
+        self._fitted_on = 0  # samples of the last training
         self._feat = {}
 
     def features(self, choice, ss):
@@ -55,9 +61,14 @@ class CostModel:
                 self.y.append(math.log(t))
 
     def fit(self):
+        """Train on the measured stages, when there are enough (``_MIN_SAMPLES``) and they have grown by
+        ``_REFIT_GROWTH`` since the last training (else the trees trained then go on ranking)."""
         if len(self.y) < _MIN_SAMPLES:
             self.reg = None
             return
+        if self.reg is not None and len(self.y) < (1 + _REFIT_GROWTH) * self._fitted_on:
+            return
+        self._fitted_on = len(self.y)
         from sklearn.ensemble import GradientBoostingRegressor
 
         # exact (not histogram) trees: a search has tens to a few thousand samples, where the histogram

@@ -677,3 +677,32 @@ def test_variants_share_stage_spaces_and_equal_fresh_ones(graph, model):
                          ctx.auto if i == 0 else None)
         assert [(s.name, s.info, s.candidates) for s in v.stages] == \
             [(s.name, s.info, s.candidates) for s in fresh.stages], v.why
+
+
+def test_the_cost_model_trains_again_once_its_samples_grew_by_a_quarter():
+    import numpy as np
+
+    from polyad.tuner.search import _MIN_SAMPLES, CostModel
+
+    m = CostModel(ZEN5)
+    rng = np.random.default_rng(0)
+
+    def grow(n):
+        for _ in range(n):
+            x = rng.standard_normal(4)
+            m.X.append(x)
+            m.y.append(float(x.sum()))
+
+    grow(_MIN_SAMPLES - 1)
+    m.fit()
+    assert m.reg is None  # too few
+    grow(101 - _MIN_SAMPLES)  # 100
+    m.fit()
+    first = m.reg
+    assert first is not None and m._fitted_on == 100
+    grow(24)  # 124: under a quarter more
+    m.fit()
+    assert m.reg is first
+    grow(1)  # 125
+    m.fit()
+    assert m.reg is not first and m._fitted_on == 125
