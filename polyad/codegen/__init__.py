@@ -144,15 +144,22 @@ class _Written:
 
 class KernelMemo:
     """Written kernels by :meth:`~polyad.codegen.opencl.KernelWriter.memo_key` (everything the C text is a
-    function of, names included): kernels of another program, or another graph's, are taken where their keys are
-    equal.  Holds the ``size`` most recently used."""
+    function of, names included), held by its SHA-256 (a key holds the kernel's isl schedule: up to 100 KB of
+    text): kernels of another program, or another graph's, are taken where their keys are equal.  Holds the
+    ``size`` most recently used (a kernel's text is up to a few hundred KB, a GPU's scalar blocks)."""
 
-    def __init__(self, size=2048):
+    def __init__(self, size=512):
         self._recent = Recent(size)
         self.hits = self.misses = 0
 
+    @staticmethod
+    def _digest(key):
+        import hashlib
+
+        return hashlib.sha256(key.encode()).digest()
+
     def get(self, key):
-        hit = self._recent.get(key)
+        hit = self._recent.get(self._digest(key))
         if hit is None:
             self.misses += 1
         else:
@@ -160,7 +167,7 @@ class KernelMemo:
         return hit
 
     def put(self, key, written):
-        return self._recent.put(key, written)
+        return self._recent.put(self._digest(key), written)
 
 
 def _kernel(ctx, lk, names, statements, memo):
