@@ -77,8 +77,9 @@ class ConfigSpace:
 
     The variants are auto's graph decisions (variant 0) and graphs some moves away from them (:func:`graph_moves`:
     one decision changed each).  The first ``max_variants`` (auto and its first one-move neighbours) are built at
-    once; the others when the search asks for them (:meth:`probe`), since building one takes a good part of a second
-    on lenet_step's graph, which has 49 one-move neighbours, and chain's has 598.
+    once; the others when the search asks for them (:meth:`probe`): lenet_step's graph has 49 one-move neighbours,
+    chain's 598, and a new variant still costs its graph transformation and its new stages' spaces (a stage the
+    variants share is computed once, by :func:`~polyad.schedule.space.stage_space_key`).
 
     :param outputs: the graph's outputs, uniquely named (as ``pa.build`` renames them).
     :param model: the :class:`~polyad.schedule.DeviceModel`.
