@@ -30,6 +30,7 @@
 """
 
 import math
+import operator
 import re
 
 import cgen as c
@@ -41,7 +42,7 @@ from ..te.expr import Call, Const, Load, Var
 from ..te.visit import post_order
 from ..poly.stage import dim_names
 from . import vectorize as vz
-from .tree import c_identifier
+from .tree import POINTS_MARK, c_identifier
 
 # The bracket nesting above which a subexpression is bound to a temporary.  Clang (PoCL's
 # compiler, and most OpenCL compilers) rejects more than 256 nested brackets ("bracket nesting
@@ -567,14 +568,71 @@ _AST_INFIX = {
 }
 
 
-def ast_expr(ctx, e):
+def _fold(op, a):
+    """The integer value of isl AST operation ``op`` on integer arguments ``a``, or None where it is not folded."""
+    T = isl.ast_expr_op_type
+    if op == T.add:
+        return a[0] + a[1]
+    if op == T.sub:
+        return a[0] - a[1]
+    if op == T.mul:
+        return a[0] * a[1]
+    if op == T.minus:
+        return -a[0]
+    if op == T.min:
+        return min(a)
+    if op == T.max:
+        return max(a)
+    if op == T.fdiv_q:
+        return a[0] // a[1]
+    if op in (T.pdiv_q, T.div) and a[0] >= 0 and a[1] > 0:  # exact or of a non-negative: C's division agrees
+        return a[0] // a[1]
+    if op in (T.pdiv_r, T.zdiv_r) and a[0] >= 0 and a[1] > 0:
+        return a[0] % a[1]
+    cmp = {T.eq: operator.eq, T.le: operator.le, T.lt: operator.lt, T.ge: operator.ge, T.gt: operator.gt}.get(op)
+    if cmp is not None:
+        return int(cmp(a[0], a[1]))
+    if op in (T.and_, T.and_then):
+        return int(bool(a[0]) and bool(a[1]))
+    if op in (T.or_, T.or_else):
+        return int(bool(a[0]) or bool(a[1]))
+    if op in (T.cond, T.select):
+        return a[1] if a[0] else a[2]
+    return None
+
+
+def ast_value(e, env):
+    """isl AST expression ``e`` as an int where the iterators ``env`` binds (name -> int) make it constant, else
+    None."""
     t = e.get_type()
     if t == isl.ast_expr_type.id:
-        return e.get_id().get_name()
+        v = env.get(e.get_id().get_name())
+        return v if isinstance(v, int) else None
+    if t == isl.ast_expr_type.int:
+        return int(e.get_val().to_python())
+    args = [ast_value(e.get_op_arg(i), env) for i in range(e.get_op_n_arg())]
+    if any(a is None for a in args):
+        return None
+    return _fold(e.get_op_type(), args)
+
+
+def ast_expr(ctx, e, env=None):
+    """C text of isl AST expression ``e``; ``env`` binds iterators the printer unrolls (name -> int), and the
+    parts they make constant are folded."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        name = e.get_id().get_name()
+        if env and name in env:
+            return ctx.int_lit(env[name])
+        return name
     if t == isl.ast_expr_type.int:
         return ctx.int_lit(e.get_val().to_python())
+    if env:
+        v = ast_value(e, env)
+        if v is not None:
+            return ctx.int_lit(v)
     op = e.get_op_type()
-    args = [ast_expr(ctx, e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
+    args = [ast_expr(ctx, e.get_op_arg(i), env) for i in range(e.get_op_n_arg())]
     if op in _AST_INFIX:
         return f"({args[0]} {_AST_INFIX[op]} {args[1]})"
     if op == isl.ast_expr_op_type.minus:
@@ -611,6 +669,11 @@ class KernelWriter:
                     reads.append(t)
         self.reads = reads
         self._vec_plans = {}  # isl statement name -> vectorize.VecBlock
+        self._env = {}  # iterators of the point loops being unrolled -> their literal
+        self._unrolling = 0  # depth of POINTS_MARKs around the node being printed
+        # the most values a point loop takes: the largest tile extent of the stage's blocks
+        self._extent = max((t for ist in statements.values() if ist.stage is lk.spec.stage and ist.tile
+                            for t in ist.tile), default=1)
         self._proven = {}  # id(statement) -> ids of its loads proven in bounds
         used = set(tensor_names.values()) | set(lk.grid_params)
         self.acc = {}
@@ -700,23 +763,38 @@ class KernelWriter:
     # isl AST nodes -> a list of cgen statements (AST blocks and marks are spliced into their parent)
     def nodes(self, nd):
         t = nd.get_type()
-        ctx = self.ctx
+        ctx, env = self.ctx, self._env
         if t == isl.ast_node_type.block:
             lst = nd.block_get_children()
             return [x for i in range(lst.n_ast_node()) for x in self.nodes(lst.get_at(i))]
         if t == isl.ast_node_type.mark:
-            return [c.LineComment(nd.mark_get_id().get_name())] + self.nodes(nd.mark_get_node())
+            name = nd.mark_get_id().get_name()
+            if name == POINTS_MARK:  # a block's point loops: unrolled here (tree._point_band)
+                self._unrolling += 1
+                try:
+                    return self.nodes(nd.mark_get_node())
+                finally:
+                    self._unrolling -= 1
+            return [c.LineComment(name)] + self.nodes(nd.mark_get_node())
         if t == isl.ast_node_type.for_:
+            got = self._unrolled(nd) if self._unrolling else None
+            if got is not None:
+                return got
             it = nd.for_get_iterator().get_id().get_name()
-            init = _strip(ast_expr(ctx, nd.for_get_init()))
+            init = _strip(ast_expr(ctx, nd.for_get_init(), env))
             body = self.nodes(nd.for_get_body())
             if nd.for_is_degenerate():
                 return [c.Block([c.Initializer(c.Const(c.Value(ctx.idx, it)), init)] + body)]
-            cond = _strip(ast_expr(ctx, nd.for_get_cond()))
-            inc = _strip(ast_expr(ctx, nd.for_get_inc()))
+            cond = _strip(ast_expr(ctx, nd.for_get_cond(), env))
+            inc = _strip(ast_expr(ctx, nd.for_get_inc(), env))
             return [c.For(f"{ctx.idx} {it} = {init}", cond, f"{it} += {inc}", _as_block(body))]
         if t == isl.ast_node_type.if_:
-            cond = _strip(ast_expr(ctx, nd.if_get_cond()))
+            v = ast_value(nd.if_get_cond(), env) if env else None
+            if v is not None:  # decided by the unrolled points
+                if v:
+                    return self.nodes(nd.if_get_then_node())
+                return self.nodes(nd.if_get_else_node()) if nd.if_has_else_node() else []
+            cond = _strip(ast_expr(ctx, nd.if_get_cond(), env))
             then = _as_block(self.nodes(nd.if_get_then_node()))
             other = _as_block(self.nodes(nd.if_get_else_node())) if nd.if_has_else_node() else None
             return [c.If(cond, then, other)]
@@ -724,12 +802,69 @@ class KernelWriter:
             return [self.user(nd.user_get_expr())]
         raise ValueError(f"unsupported isl AST node {t}")
 
+    def _unrolled(self, nd):
+        """A point loop under a POINTS_MARK, unrolled: one copy of its body per value of its iterator, bound to that
+        literal (a full tile's points are ``0 <= l < tile``: constant bounds).  None where the literals do not
+        decide the loop's bounds: the caller prints it as a loop (correct; its accumulator index then is not a
+        literal, and the block's accumulators may leave the registers)."""
+        env = self._env
+        it = nd.for_get_iterator().get_id().get_name()
+        lo, step = ast_value(nd.for_get_init(), env), ast_value(nd.for_get_inc(), env)
+        if lo is None or step is None or step <= 0:
+            return None
+        values, end = [], max(lo, self._point_extent(nd, it))
+        for k in range(lo, end + step, step):
+            ok = ast_value(nd.for_get_cond(), {**env, it: k})
+            if ok is None or (ok and k >= end):  # undecided, or the loop goes on past the block: not unrolled
+                return None
+            if ok:
+                values.append(k)
+        out = []
+        for k in values:
+            self._env = {**env, it: k}
+            try:
+                out += self.nodes(nd.for_get_body())  # each statement a block: nothing of one point leaks
+            finally:
+                self._env = env
+        return out
+
+    def _point_extent(self, nd, it):
+        """The values point loop ``nd`` (iterator ``it``) may take: the extent of the block dimension whose point
+        coordinate it is, read off a statement call below it (``[b..., l..., r...]``), else the stage's largest
+        tile extent."""
+        stack = [nd.for_get_body()]
+        while stack:
+            x = stack.pop()
+            t = x.get_type()
+            if t == isl.ast_node_type.user:
+                call = x.user_get_expr()
+                ist = self.statements.get(call.get_op_arg(0).get_id().get_name())
+                if ist is None or ist.tile is None:
+                    continue
+                n = ist.stmt.n_out
+                for d in range(n):
+                    a = call.get_op_arg(1 + n + d)
+                    if a.get_type() == isl.ast_expr_type.id and a.get_id().get_name() == it:
+                        return _block_box(ist)[d] if ist.kind in ("block", "lane") else ist.tile[d]
+            elif t == isl.ast_node_type.block:
+                lst = x.block_get_children()
+                stack += [lst.get_at(i) for i in range(lst.n_ast_node())]
+            elif t == isl.ast_node_type.for_:
+                stack.append(x.for_get_body())
+            elif t == isl.ast_node_type.if_:
+                stack.append(x.if_get_then_node())
+                if x.if_has_else_node():
+                    stack.append(x.if_get_else_node())
+            elif t == isl.ast_node_type.mark:
+                stack.append(x.mark_get_node())
+        return self._extent
+
     def user(self, call):
         ctx = self.ctx
         name = call.get_op_arg(0).get_id().get_name()
         ist = self.statements[name]
         st = ist.stmt
-        args = [_strip(ast_expr(ctx, call.get_op_arg(i))) for i in range(1, call.get_op_n_arg())]
+        args = [_strip(ast_expr(ctx, call.get_op_arg(i), self._env)) for i in range(1, call.get_op_n_arg())]
         if ist.kind == "block":
             return self.block_user(ist, args)
         if ist.kind == "lane":

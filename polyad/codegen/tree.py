@@ -48,6 +48,7 @@ from .reserved import is_reserved
 
 KERNEL_MARK = "kernel "
 GRID_MARK = "grid"
+POINTS_MARK = "points"  # above a block's point band: the printer unrolls the loops below it
 
 def c_identifier(name, used):
     """A C identifier derived from ``name``, not in ``used`` nor reserved; added to ``used``."""
@@ -147,6 +148,24 @@ def _insert_band(sched, stmts, exprs_of, loop_type=None, coincident=False):
         if coincident:
             node = node.band_member_set_coincident(d, 1)
     return node.get_schedule()
+
+
+#: whether full tiles' point loops are unrolled by the printer (True) or by isl (False: what the tests compare with)
+UNROLL_IN_PRINTER = True
+
+
+def _point_band(sched, stmts, exprs_of):
+    """``sched`` with the block points' band on top, under a :data:`POINTS_MARK`: the printer unrolls its loops
+    (each point a literal), not isl.  isl's unrolling builds every point's call apart, and that was 70% of its
+    AST generation (py-spy, native): conv2d_5x5_s3's eight slowest kernels of a tuning took 15.3 s unrolled,
+    2.0 s as loops.  The printed program is the same (tests/codegen compare the two)."""
+    if not UNROLL_IN_PRINTER:
+        return _insert_band(sched, stmts, exprs_of, isl.ast_loop_type.unroll)
+    sched = _insert_band(sched, stmts, exprs_of)
+    node = sched.get_root().child(0)
+    if node.get_type() != isl.schedule_node_type.band:
+        return sched
+    return node.insert_mark(isl.Id(POINTS_MARK)).get_schedule()
 
 
 def _grid_exprs(shape, names, grid_dims, stmt=None):
@@ -341,9 +360,12 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
         def points(x):
             return tuple_names(x)[n: 2 * n]
 
-        def banded(ist, exprs_of=points):
-            """One statement's schedule with its block points as a band (unrolled)."""
-            return _insert_band(isl.Schedule.from_domain(isl.UnionSet(ist.domain)), [ist], exprs_of, unrolled)
+        def banded(ist, full=True):
+            """One statement's schedule with its block points as a band: a full tile's unrolled by the printer
+            (its points' loops have constant bounds), the vector groups of partial blocks by isl, which
+            specialises their guards to the grid's values (a padded copy's, printer-unrolled, ran 1.5x slower)."""
+            one = isl.Schedule.from_domain(isl.UnionSet(ist.domain))
+            return _point_band(one, [ist], points) if full else _insert_band(one, [ist], points, unrolled)
 
         blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
         if not full.is_empty():
@@ -373,7 +395,7 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
             if st.combiner is None:
                 ist = IslStatement(name, role="assign", domain=group_out.set_tuple_name(name), **blk)
                 ists.append(ist)
-                parts.append(banded(ist))
+                parts.append(banded(ist, full=False))
             else:
                 init = IslStatement(name + "_init", role="init", domain=group_out.set_tuple_name(name + "_init"), **blk)
                 fin = IslStatement(name + "_final", role="final", domain=group_out.set_tuple_name(name + "_final"), **blk)
@@ -386,14 +408,16 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
                     lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
                                        stage=op, stmt=st, index=si, kind="lane", tile=tile, vec=vec)
                     upds.append(lup)
-                    scheds.append(banded(lup, lambda x: [tuple_names(x)[2 * n]]))
+                    lane_of = (lambda x: [tuple_names(x)[2 * n]])  # noqa: E731 - the lane, unrolled by isl
+                    scheds.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(lup.domain)), [lup], lane_of,
+                                               unrolled))
                 ists += [init] + upds + [fin]
-                seq = banded(init)
+                seq = banded(init, full=False)
                 if upds:
                     u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
                     u = _reduction_bands(_insert_band(u, upds, points, unrolled), upds, unroll)
                     seq = seq.sequence(u)
-                fsched = banded(fin)
+                fsched = banded(fin, full=False)
                 parts.append(seq.sequence(fsched))
         if not partial.is_empty() or (full.is_empty() and group_out.is_empty()):
             tl = dict(kind="tiled", tile=tile)

@@ -121,3 +121,32 @@ def test_kernels_of_the_same_names_and_loops_with_other_bodies_are_written_apart
         texts.append(generate(g, [X], loop, kernels=memo).source)
         assert texts[-1] == generate(g, [X], loop).source
     assert len(set(texts)) == 3 and memo.hits == 0
+
+
+@pytest.mark.parametrize("name, model", [("lenet_step", ZEN5), ("conv2d_5x5_s3", ZEN5), ("conv2d_3x3", GPU),
+                                         ("max_pool", ZEN5), ("softmax", GPU)],
+                         ids=["lenet_step-cpu", "conv2d_5x5_s3-cpu", "conv2d_3x3-gpu", "max_pool-cpu", "softmax-gpu"])
+def test_the_printer_unrolls_full_tiles_as_isl_does(name, model, monkeypatch):
+    """Full tiles' point loops are unrolled by the printer (``tree.UNROLL_IN_PRINTER``: isl's unrolling of them was
+    most of its AST generation); the program must be the one isl's unrolling gave, source for source, over auto
+    and its neighbours."""
+    from polyad.codegen import tree
+
+    outs, ins = _workload(name)
+    ctx = graph_context(outs, ins, model)
+    space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=3)
+    rng = random.Random(1)
+    configs = [space.auto_config()] + [space.mutate(space.auto_config(), rng, p_variant=0.3) for _ in range(4)]
+    built = 0
+    for c in configs:
+        sched = space.schedule(c)
+        try:
+            mine = _program(ctx.outputs, ctx.inputs, sched)
+        except pa.PolyadError:
+            continue
+        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", False)
+        isls = _program(ctx.outputs, ctx.inputs, sched)
+        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", True)
+        assert mine.source == isls.source, space.variants[c[0]].why
+        built += 1
+    assert built >= 3

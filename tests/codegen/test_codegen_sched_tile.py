@@ -383,3 +383,29 @@ def test_max_pool_gradient_ragged_vector_groups():
     mod = _check([dX], [X, H], _schedule([dX], lambda r: (1,) * (r - 2) + (2, 8) if r >= 2 else None, 4, 2),
                  arrays=arrays)
     assert "vstore4(" in mod.source
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+def test_a_point_loop_the_printer_cannot_unroll_is_printed_as_a_loop_and_computes_the_same(vec, monkeypatch):
+    """Full tiles' point loops are unrolled by the printer where their bounds are literals (always, so far); a loop
+    whose unrolling it cannot prove whole (here: a block extent it is told too small) stays a loop, and the
+    kernel still computes the same."""
+    from polyad.codegen.opencl import KernelWriter
+
+    X = pa.placeholder((10, 12), name="X")
+    W = pa.placeholder((12, 16), name="W")
+    k = pa.reduce_axis((0, 12), name="k")
+    Y = pa.compute((10, 16), lambda i, j: pa.sum(X[i, k] * W[k, j], axis=k), name="Y")
+    sched = Schedule("s", stages={"Y": StageSchedule(tile=(2, 8), vectorize=vec)})
+    rng = np.random.default_rng(0)
+    x, w = _rand(X, rng), _rand(W, rng)
+    ref = pa.evaluate(Y, {X: x, W: w})
+    from polyad.runtime.module import Module
+
+    dev = select_device(None)
+    unrolled = generate([Y], [X, W], sched)
+    monkeypatch.setattr(KernelWriter, "_point_extent", lambda self, nd, it: 1)
+    looped = generate([Y], [X, W], sched)
+    assert looped.source != unrolled.source and "for (" in looped.source.split("// kernel Y")[1]
+    for prog in (unrolled, looped):
+        np.testing.assert_allclose(Module(prog, dev, inputs=[X, W])(x, w)[0], ref, rtol=1e-5, atol=1e-5)
