@@ -157,7 +157,7 @@ UNROLL_IN_PRINTER = True
 def _point_band(sched, stmts, exprs_of):
     """``sched`` with the block points' band on top, under a :data:`POINTS_MARK`: the printer unrolls its loops
     (each point a literal), not isl.  isl's unrolling builds every point's call apart, and that was 70% of its
-    AST generation (py-spy, native): conv2d_5x5_s3's eight slowest kernels of a tuning took 15.3 s unrolled,
+    AST generation (py-spy, native): conv2d_5x5_s3's eight slowest kernels of a tuning took 14.9 s unrolled,
     2.0 s as loops.  The printed program is the same (tests/codegen compare the two)."""
     if not UNROLL_IN_PRINTER:
         return _insert_band(sched, stmts, exprs_of, isl.ast_loop_type.unroll)
