@@ -671,9 +671,6 @@ class KernelWriter:
         self._vec_plans = {}  # isl statement name -> vectorize.VecBlock
         self._env = {}  # iterators of the point loops being unrolled -> their literal
         self._unrolling = 0  # depth of POINTS_MARKs around the node being printed
-        # the most values a point loop takes: the largest tile extent of the stage's blocks
-        self._extent = max((t for ist in statements.values() if ist.stage is lk.spec.stage and ist.tile
-                            for t in ist.tile), default=1)
         self._proven = {}  # id(statement) -> ids of its loads proven in bounds
         used = set(tensor_names.values()) | set(lk.grid_params)
         self.acc = {}
@@ -857,7 +854,9 @@ class KernelWriter:
                     stack.append(x.if_get_else_node())
             elif t == isl.ast_node_type.mark:
                 stack.append(x.mark_get_node())
-        return self._extent
+        op = self.spec.stage
+        return max((t for ist in self.statements.values() if ist.stage is op and ist.tile for t in ist.tile),
+                   default=1)
 
     def user(self, call):
         ctx = self.ctx

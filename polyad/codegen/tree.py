@@ -360,12 +360,12 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
         def points(x):
             return tuple_names(x)[n: 2 * n]
 
-        def banded(ist, full=True):
+        def banded(ist, full=True, exprs_of=points):
             """One statement's schedule with its block points as a band: a full tile's unrolled by the printer
             (its points' loops have constant bounds), the vector groups of partial blocks by isl, which
             specialises their guards to the grid's values (a padded copy's, printer-unrolled, ran 1.5x slower)."""
             one = isl.Schedule.from_domain(isl.UnionSet(ist.domain))
-            return _point_band(one, [ist], points) if full else _insert_band(one, [ist], points, unrolled)
+            return _point_band(one, [ist], exprs_of) if full else _insert_band(one, [ist], exprs_of, unrolled)
 
         blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
         if not full.is_empty():
@@ -408,9 +408,7 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
                     lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
                                        stage=op, stmt=st, index=si, kind="lane", tile=tile, vec=vec)
                     upds.append(lup)
-                    lane_of = (lambda x: [tuple_names(x)[2 * n]])  # noqa: E731 - the lane, unrolled by isl
-                    scheds.append(_insert_band(isl.Schedule.from_domain(isl.UnionSet(lup.domain)), [lup], lane_of,
-                                               unrolled))
+                    scheds.append(banded(lup, full=False, exprs_of=lambda x: [tuple_names(x)[2 * n]]))
                 ists += [init] + upds + [fin]
                 seq = banded(init, full=False)
                 if upds:

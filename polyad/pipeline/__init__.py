@@ -233,14 +233,21 @@ def generate(outputs, inputs, schedule="naive", device=None):
 
 def program_for(renamed, ins, schedule, dev, model):
     """The :class:`~polyad.codegen.Program` ``pa.build`` compiles for ``schedule`` (a resolved Schedule) on
-    ``dev``: its graph decisions applied, then code generation with the build's index width.  The tuner
-    measures exactly this program (it measured 32-bit-index kernels while builds ran 64-bit ones:
-    conv2d_3x3's auto backward 3.9-4.5 ms there against 3.2 ms built)."""
+    ``dev``: :func:`program_of` with the build's index width.  The tuner measures exactly this program (it
+    measured 32-bit-index kernels while builds ran 64-bit ones: conv2d_3x3's auto backward 3.9-4.5 ms there
+    against 3.2 ms built)."""
+    return program_of(renamed, ins, schedule, _wide_indices(dev, model))
+
+
+def program_of(renamed, ins, schedule, wide, kernels=None):
+    """``schedule``'s graph decisions applied, then code generation with index width ``wide``
+    (:func:`_wide_indices`); ``kernels``: a :class:`~polyad.codegen.KernelMemo` shared with other programs of the
+    graph (the tuner's candidates, in a process that has no device)."""
     from ..codegen import generate as codegen
     from ..schedule import prepare
 
     g, loop = prepare(renamed, schedule)
-    return codegen(g, ins, loop, wide=_wide_indices(dev, model))
+    return codegen(g, ins, loop, wide=wide, kernels=kernels)
 
 
 def _wide_indices(dev, model):

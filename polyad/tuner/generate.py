@@ -26,7 +26,7 @@ from ..runtime.builder import LineProcess
 
 class Programs:
     """The programs of one graph under many schedules, each the one ``pa.build`` compiles
-    (:func:`polyad.pipeline.program_for`), with the kernels they share written once
+    (:func:`polyad.pipeline.program_of`, as ``program_for`` calls it), with the kernels they share written once
     (:class:`polyad.codegen.KernelMemo`): a candidate changes a stage or three of lenet_step's thirty, and
     printing the unchanged kernels again was about half of generating 40 logged candidates one by one (18 s).
 
@@ -46,11 +46,9 @@ class Programs:
 
         :raises PolyadError: as ``pa.build`` would (a ScheduleError naming the stage, ...).
         """
-        from ..codegen import generate
-        from ..schedule import prepare
+        from ..pipeline import program_of
 
-        g, loop = prepare(self.outputs, schedule)
-        return generate(g, self.inputs, loop, wide=self.wide, kernels=self.kernels)
+        return program_of(self.outputs, self.inputs, schedule, self.wide, self.kernels)
 
 
 class GraphNotSent(PolyadError):
