@@ -33,6 +33,8 @@ COLUMNS = [
     ("torch_step_ms", "torch step ms", "ms"),
     ("step_vs_torch", "step vs torch (vjp)", "x"),
     ("step_recompute_vs_torch", "step vs torch (recompute)", "x"),
+    ("roofline_ms", "roofline ms (vjp bwd)", "ms"),
+    ("bwd_over_roofline", "bwd/roofline (vjp)", "x"),
     ("tune_s", "tuning s", "s"),
     ("tune_trials", "tuning trials", "n"),
     ("tune_speedup", "tuner speed-up (auto/tuned)", "x"),
@@ -49,6 +51,11 @@ COLUMNS = [
     ("numpy_err", "err numpy", "e"),
     ("torch_err", "err torch", "e"),
 ]
+
+#: what the roofline column is (polyad.bench.roofline)
+ROOFLINE_NOTE = ("max(flops / peak, compulsory bytes / bandwidth) on the device's calibrated model, the inputs read "
+                 "and the gradients written once; a working set that stays in the caches between runs can beat it, "
+                 "and kernel launches are not counted")
 
 #: A float32 gradient further than this from the float64 reference is flagged.
 ERR_FLAG = 1e-3
@@ -125,9 +132,12 @@ def _explanation():
 
 
 def _footnotes(result):
-    """(residuals fed: {workload: {who: names}}, capped-run notes, full n/a reasons: {reason: {workload}})."""
-    fed, notes, reasons = {}, [], {}
+    """(residuals fed: {workload: {who: names}}, capped-run notes, full n/a reasons: {reason: {workload}},
+    rooflines: {workload: what bounds its backward})."""
+    fed, notes, reasons, roofs = {}, [], {}, {}
     for row in result["rows"]:
+        if isinstance(row.get("roofline"), str) and row["roofline"]:
+            roofs[row["workload"]] = row["roofline"]
         for key, who in (("residuals", "autodiff"), ("hand_residuals", "hand TE")):
             if isinstance(row.get(key), str):
                 fed.setdefault(row["workload"], {})[who] = row[key]
@@ -137,7 +147,7 @@ def _footnotes(result):
                 notes.append(f"{row['workload']} [{row['schedule']}] {key}: {c.note}")
             if isinstance(c, Cell) and not c.ok and len(c.na) > NA_WIDTH and not c.na.startswith("needs"):
                 reasons.setdefault(c.na, {}).setdefault(row["workload"], None)
-    return fed, notes, reasons
+    return fed, notes, reasons, roofs
 
 
 def markdown(result):
@@ -158,7 +168,10 @@ def markdown(result):
     for row in result["rows"]:
         lines.append("| " + " | ".join(fmt(row.get(key, ""), kind) for key, _, kind in COLUMNS) + " |")
     lines += ["", _explanation()]
-    fed, notes, reasons = _footnotes(result)
+    fed, notes, reasons, roofs = _footnotes(result)
+    if roofs:
+        lines += ["", f"Rooflines of the vjp backwards ({ROOFLINE_NOTE}):"]
+        lines += [f"- {w}: {r}" for w, r in roofs.items()]
     if fed:
         lines += ["", "What the vjp forward saves for its backward besides its outputs (computed tensors of the "
                       "gradient graph that do not depend on H):"]
@@ -326,7 +339,10 @@ def html_page(result, images=(), files=(), plot_note=None):
     for row in result["rows"]:
         out.append("<tr>" + "".join(_html_cell(row, key, kind) for key, _, kind in COLUMNS) + "</tr>")
     out += ["</tbody>", "</table>", "</div>", f'<p class="meta">{e(_explanation())}</p>']
-    fed, notes, reasons = _footnotes(result)
+    fed, notes, reasons, roofs = _footnotes(result)
+    if roofs:
+        out += ["<h2>Rooflines of the vjp backwards</h2>", f"<p>{e(ROOFLINE_NOTE)}</p>", "<ul>"]
+        out += [f"<li>{e(w)}: {e(r)}</li>" for w, r in roofs.items()] + ["</ul>"]
     if fed:
         out.append("<h2>What the vjp forward saves for its backward</h2>")
         out.append("<p>Besides its outputs: computed tensors of the gradient graph that do not depend on H.</p><ul>")

@@ -231,8 +231,10 @@ def _polyad_api(backend="opencl"):
     if backend == "opencl":
         from polyad.pipeline.vjp import vjp_from_gradients
 
+        from polyad.pipeline import device_model
+
         return SimpleNamespace(placeholder=pa.placeholder, differentiate=pa.differentiate, build=pa.build,
-                               vjp=pa.vjp, vjp_from_gradients=vjp_from_gradients)
+                               vjp=pa.vjp, vjp_from_gradients=vjp_from_gradients, device_model=device_model)
     if backend == "evaluate":
         return evaluate_api()
     raise ValueError(f"unknown backend {backend!r}")
@@ -658,6 +660,7 @@ def run_workload(name, case, opts, api, log):
 
         graphs["grad"], diff = _pair(attempt(differentiate))
     graphs["hand"] = attempt(lambda: case.hand_te(case.placeholders()))
+    shared["roofline_ms"], shared["roofline"] = _pair(go(roofline_column, graphs, api))
 
     rows, bwd_runs = [], {}
     for sched in opts.schedules:
@@ -669,6 +672,7 @@ def run_workload(name, case, opts, api, log):
         row.update(_polyad_row(case, graphs, arrays, ref, spec, api, rep, budget, go, backwards, torch_run,
                                keep=bwd_runs.setdefault(sched, {})))
         row["bwd_over_fwd"] = ratio(row["bwd_ms"], row["fwd_ms"], "bwd", "fwd")
+        row["bwd_over_roofline"] = ratio(row["bwd_ms"], row["roofline_ms"], "bwd", "roofline")
         row["autodiff_over_hand"] = ratio(row["bwd_ms"], row["hand_ms"], "bwd", "hand TE")
         row["vs_numpy"] = ratio(row["bwd_ms"], row["numpy_ms"], "bwd", "numpy")
         row["vs_torch"] = ratio(row["bwd_ms"], row["torch_ms"], "bwd", "torch")
@@ -687,6 +691,22 @@ def run_workload(name, case, opts, api, log):
                 if None in cols else same_program_noted(
                     go(lambda: interleaved_ratio(*(_modules(c, arrays) for c in cols), rep, budget)), *cols)
     return rows
+
+
+def roofline_column(graphs, api):
+    """(the vjp backward's roofline in ms, what bounds it): :mod:`polyad.bench.roofline` on the calibrated model of
+    the device the polyad columns build for (``api.device_model``; a backend without one has no roofline)."""
+    from .roofline import roofline, vjp_inputs
+
+    model_of = getattr(api, "device_model", None)
+    if model_of is None:
+        return Cell.missing("no device model on this backend"), ""
+    for key in ("fwd", "grad"):
+        if isinstance(graphs[key], Cell):
+            return graphs[key], ""
+    grads = graphs["grad"]
+    r = roofline(grads, vjp_inputs(grads, graphs["H"], graphs["fwd"][0], graphs["ins"]), model_of())
+    return Cell(r.seconds * 1e3), str(r)
 
 
 def same_program_noted(cell, auto, tuned):
