@@ -16,7 +16,6 @@ Kernel launches are not counted.  The bench reports each backward's time over it
 already near its roofline, no schedule can be much faster (issue 11's geomean of tuned over auto).
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,18 +60,7 @@ class Roofline:
 
 
 def _nbytes(t):
-    return math.prod(t.shape) * np.dtype(t.dtype).itemsize  # Python ints: exact for huge shapes
-
-
-def _bitcast_root(t, source_of):
-    """The placeholder whose buffer ``t`` is (through a chain of bitcasts), or None."""
-    seen = 0
-    while not isinstance(t.op, PlaceholderOp):
-        src = source_of(t.op)
-        if src is None or seen > 64:
-            return None
-        t, seen = src, seen + 1
-    return t
+    return t.size * np.dtype(t.dtype).itemsize  # Python ints: exact for huge shapes
 
 
 def traffic(outputs, inputs):
@@ -83,14 +71,16 @@ def traffic(outputs, inputs):
     :param inputs: the program's inputs.
     :returns: two Python ints.
     """
-    from ..poly.bitcast import bitcast_source
+    from ..codegen import input_aliases
     from ..poly.estimate import estimate
     from ..te.graph import cut
 
-    outs, _ = cut(outputs, inputs)
+    outs, ins = cut(outputs, inputs)
     flops = estimate(outs).flops if outs else 0
-    # an output that is an input's buffer read in another shape costs neither its write nor (for it) a read
-    kernel_outs = [t for t in outs if _bitcast_root(t, bitcast_source) is None]
+    # an output that is an input's buffer read in another shape (pa.build's rule: no kernel) costs neither its
+    # write nor, for it, a read
+    aliased = input_aliases(walk_ops(outs), ins, outs)
+    kernel_outs = [t for t in outs if id(t) not in aliased]
     read = {}
     for op in walk_ops(kernel_outs):
         if isinstance(op, PlaceholderOp):
