@@ -6,7 +6,7 @@ The public API (see docs/ and ../shared/DESIGN.md); nothing else lives here.
 from . import errors
 from .errors import (
     ArityError, AxisError, BuildError, DeviceError, DeviceLimitError, DtypeError, EvaluationError, FeedError, IndexingError,
-    NotDifferentiableError, OutOfBoundsError, PolyadError, ScheduleError, ShapeError, TuningLogError,
+    InstallError, NotDifferentiableError, OutOfBoundsError, PolyadError, ScheduleError, ShapeError, TuningLogError,
 )
 from .te import (
     Tensor, cast, comm_reducer, compute, const, floordiv, floormod, max, min, placeholder, prod,

@@ -264,7 +264,13 @@ def main(argv=None):
     p = sub.add_parser("bench", help="benchmark autodiff gradients against hand-written TE, numpy and PyTorch")
     _bench_parser(p)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    from .errors import PolyadError
+
+    try:
+        return args.fn(args)
+    except PolyadError as e:  # what went wrong and what to do, not a traceback through polyad
+        print(f"polyad {args.cmd}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -59,6 +59,12 @@ class DeviceError(PolyadError, RuntimeError):
     """No OpenCL platform/device, or a device lacking a needed feature."""
 
 
+class InstallError(PolyadError, RuntimeError):
+    """polyad's Python environment is incomplete: a module it or a library it calls needs does not import, in
+    this process or in a child process polyad starts.  Never a verdict on the device, so nothing is recorded
+    about the device."""
+
+
 class DeviceLimitError(DeviceError):
     """A build over a limit of its device: a buffer over the largest allocation, a work-group too large."""
 

@@ -16,7 +16,9 @@ LLVM on others.  So polyad asks the device what it can do by doing it:
 
 Each family is compiled and run in a child process (``python -m
 polyad.pipeline.probe``): a compiler abort or a crash is a "no" for that family
-and a fresh child goes on with the rest.  The answer (:class:`Capabilities`) is
+and a fresh child goes on with the rest.  A child that cannot import a module
+(polyad itself, or one pyopencl loads lazily) says nothing about the device: that
+is an :class:`~polyad.errors.InstallError`, and nothing is recorded.  The answer (:class:`Capabilities`) is
 cached on disk, keyed by the device (platform, name, driver version, the
 environment that changes its code) and by the code generator's version, so it
 runs once per machine.  The same child then calibrates the device
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..runtime import records
+from ..runtime.builder import child_env, import_failure, install_error
 from ..runtime.calibrate import CAL_FORMAT
 
 PROBE_FORMAT = "polyad-probe-1"
@@ -239,7 +242,10 @@ def _child(argv):
             hook(fam)
         try:
             why = check_family(fam, device)
-        except Exception as e:  # noqa: BLE001 - any failure of the family is its answer
+        except ImportError as e:  # this Python environment, not the device: the parent raises InstallError
+            say({"install": f"{type(e).__name__}: {e}"})
+            return 3
+        except Exception as e:  # noqa: BLE001 - any other failure of the family is its answer
             why = f"{type(e).__name__}: {_first_error(e)}"
         say({"family": fam, "ok": why is None, "why": why})
     if args.calibrate is not None:
@@ -254,7 +260,10 @@ def _child(argv):
 
 
 def _run_child(dev_key, families, calibrate_widths, hook, timeout):
-    """Run one child; (results by family, calibration or None, the family or step it died in, its message)."""
+    """Run one child; (results by family, calibration or None, the family or step it died in, its message).
+
+    InstallError where the child could not import what it needs: that is no answer about the device, and
+    nothing is recorded."""
     cmd = [sys.executable, "-m", "polyad.pipeline.probe", "--device", dev_key, "--families", ",".join(families)]
     if calibrate_widths is not None:
         cmd += ["--calibrate", ",".join(map(str, calibrate_widths))]
@@ -264,7 +273,7 @@ def _run_child(dev_key, families, calibrate_widths, hook, timeout):
     with tempfile.TemporaryFile("w+") as err:
         try:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=child_env())
             out, rc, timed_out = proc.stdout, proc.returncode, False
         except subprocess.TimeoutExpired as e:
             out, rc, timed_out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), None, True
@@ -275,6 +284,8 @@ def _run_child(dev_key, families, calibrate_widths, hook, timeout):
             msg = json.loads(line)
         except ValueError:
             continue
+        if "install" in msg:
+            raise install_error("polyad's probe process", msg["install"])
         if "start" in msg:
             current = msg["start"]
         elif "family" in msg:
@@ -285,6 +296,8 @@ def _run_child(dev_key, families, calibrate_widths, hook, timeout):
             current = None
     if rc == 0 and current is None:
         return results, cal, None, None
+    if not timed_out and import_failure(stderr):  # it could not import polyad, or polyad a module it needs
+        raise install_error("polyad's probe process", import_failure(stderr))
     if timed_out:
         why = f"timed out after {timeout:.0f} s"
     elif rc is not None and rc < 0:

@@ -30,10 +30,45 @@ import tempfile
 import threading
 import time
 
-from ..errors import BuildError
+from ..errors import BuildError, InstallError
 
 _TIMEOUT_S = float(os.environ.get("POLYAD_BUILD_TIMEOUT", "600"))
 _DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
+
+
+def child_env(**extra):
+    """The environment of a ``python -m polyad....`` child process: this one's, with ``extra``, and with the
+    folder this polyad was imported from first on ``PYTHONPATH`` where that folder is not a site-packages
+    folder, so that a child runs the same polyad where it is not installed (a checkout a script put on
+    ``sys.path``; without it every device's probe failed to import polyad, and was recorded as the device's
+    failure).  An installed polyad is found by the child's own site-packages: putting those on
+    ``PYTHONPATH`` would move them before the standard library."""
+    import site
+
+    import polyad
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(polyad.__file__)))
+    env = dict(os.environ, **extra)
+    sites = {os.path.abspath(d) for d in [*site.getsitepackages(), site.getusersitepackages()]}
+    if root not in sites:
+        rest = [q for q in env.get("PYTHONPATH", "").split(os.pathsep) if q and os.path.abspath(q) != root]
+        env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    return env
+
+
+def import_failure(text):
+    """The line of a child's output that says it could not import a module, or None: an incomplete Python
+    environment, which no device or compiler causes (:class:`~polyad.errors.InstallError`)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    hits = [ln for ln in lines if "ModuleNotFoundError" in ln or "ImportError" in ln]
+    return hits[-1][:400] if hits else None
+
+
+def install_error(who, line):
+    """The :class:`~polyad.errors.InstallError` of a child ``who`` that could not import what ``line`` says."""
+    return InstallError(f"{who} could not import what it needs ({line}): the Python environment of {sys.executable} "
+                        "is incomplete, not the OpenCL device; reinstall polyad with its dependencies "
+                        "(`pip install polyad`)")
 
 
 class CompilerCrash(BuildError):
@@ -161,6 +196,8 @@ def _worker():
             return  # the context may be lost: the next job starts a fresh worker
         except BuildError as e:
             ans = {"ok": False, "message": str(e), "log": e.log or ""}
+        except ImportError as e:  # this environment, not the program: the parent raises InstallError
+            ans = {"ok": False, "install": f"{type(e).__name__}: {e}"}
         except Exception as e:  # noqa: BLE001 - everything else is a failed build too, with its message
             ans = {"ok": False, "message": f"{type(e).__name__}: {e}", "log": str(e)}
         out.write(json.dumps(ans) + "\n")
@@ -181,7 +218,7 @@ class LineProcess:
     def _start(self):
         self.close()
         self.err = tempfile.TemporaryFile("w+b")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = child_env(PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen([sys.executable, "-m", self.module], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, env=env)
         if self.hello is not None:
@@ -261,13 +298,18 @@ class Worker(LineProcess):
                 raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
                                     "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
             if ans is None:
-                why = f"the OpenCL compiler crashed its process {self.died(start)}"
+                died = self.died(start)
+                if import_failure(died):
+                    raise install_error("polyad's compile worker", import_failure(died))
+                why = f"the OpenCL compiler crashed its process {died}"
                 raise CompilerCrash(why, source=job["source"], log=why)
             if ans.get("launch_failure"):
                 self.close()  # it has ended (or is ending) on its own
                 raise LaunchFailure(ans["message"], source=job["source"], log=ans.get("log", ""))
         if ans["ok"]:
             return base64.b64decode(ans["binary"])
+        if ans.get("install"):
+            raise install_error("polyad's compile worker", ans["install"])
         raise BuildError(ans["message"], source=job["source"], log=ans.get("log", ""))
 
 

@@ -25,6 +25,8 @@ import shutil
 import subprocess
 import sys
 
+from .builder import child_env
+
 
 def report():
     """(lines, usable, passes): one line per device with its probe result; whether one is usable, one passes."""
@@ -122,10 +124,13 @@ def main(argv=None):
     parser.add_argument("--fix", action="store_true",
                         help="install Debian's PoCL when no device passes polyad's probe")
     args = parser.parse_args(argv)
-    from ..errors import DeviceError
+    from ..errors import DeviceError, InstallError
 
     try:
         lines, usable, passes = report()
+    except InstallError as e:  # no driver, PoCL or ICD file mends this: --fix would install the wrong thing
+        print(f"{e}\ndoctor: polyad's Python environment is incomplete; fix that first")
+        return 1
     except DeviceError as e:
         lines, usable, passes = [str(e)], False, False
     print("\n".join(lines))
@@ -138,13 +143,13 @@ def main(argv=None):
                                   f"OCL_ICD_VENDORS names the one file {target}; point it at a folder"))
     if hidden and args.fix and not os.path.isfile(target) and _register(hidden, target):
         # the OpenCL platform list is read once per process: check in a fresh one
-        return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"]).returncode
+        return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"], env=child_env()).returncode
     if passes:
         print("doctor: OK, polyad builds and runs its kernels here")
         return 0
     if args.fix and not _system_pocl_installed() and _apt_install():
         # the OpenCL platform list is read once per process: check in a fresh one
-        return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"]).returncode
+        return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"], env=child_env()).returncode
     if usable:
         print("doctor: OK with limits: polyad uses only the vector widths that passed (slower code)"
               + ("" if args.fix else "; `--fix` installs Debian's PoCL where it can"))

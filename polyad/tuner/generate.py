@@ -21,7 +21,7 @@ import pickle
 import sys
 
 from ..errors import PolyadError
-from ..runtime.builder import LineProcess
+from ..runtime.builder import LineProcess, import_failure, install_error
 
 
 class Programs:
@@ -69,7 +69,10 @@ class _Worker(LineProcess):
         except TimeoutError:
             return f"code generation did not finish in {timeout:.0f} s"
         if ans is None:
-            return f"code generation crashed its process {self.died(start)}"
+            died = self.died(start)
+            if import_failure(died):  # every candidate would fail alike: an environment, not a schedule
+                raise install_error("polyad's code generation worker", import_failure(died))
+            return f"code generation crashed its process {died}"
         return ans["program"] if ans["ok"] else ans["error"]
 
 

@@ -36,6 +36,7 @@ def test_demo_with_only_pips_pocl_prints_ok_or_a_device_error_never_a_signal(tmp
     else:  # no device passes: a DeviceError saying what to install
         assert "DeviceError" in out or "no OpenCL device" in out, out[-3000:]
         assert "pocl" in out.lower()
+        assert "Traceback" not in r.stderr, r.stderr[-3000:]
 
 
 def test_a_representative_opencl_subset_under_an_avx2_cpu_target(tmp_path):

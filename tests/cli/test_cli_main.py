@@ -22,6 +22,12 @@ def test_demo_differentiates_builds_and_checks_a_small_dense_layer():
     assert lines[-1] == "OK"
 
 
+def test_a_polyad_error_in_any_command_is_one_line_and_status_1_not_a_traceback(capsys):
+    assert main(["demo", "--schedule", "bogus", "--batch", "2", "--n-in", "4", "--n-out", "3"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("polyad demo: ScheduleError: unknown schedule 'bogus'"), err
+
+
 def test_doctor_reports_a_device_that_compiles(capsys):
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out

@@ -31,3 +31,34 @@ def private_denials(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "_MODELS", {})
     monkeypatch.setattr(pipeline, "_WARNED", set())
     return path
+
+
+_BLOCKER = '''import builtins
+
+_real = builtins.__import__
+
+
+def _blocked(name, *args, **kwargs):
+    if name == {name!r} or name.startswith({name!r} + "."):
+        raise ModuleNotFoundError("No module named " + repr(name))
+    return _real(name, *args, **kwargs)
+
+
+builtins.__import__ = _blocked
+'''
+
+
+@pytest.fixture
+def children_without(tmp_path, monkeypatch):
+    """``children_without(name)``: the Python processes started from then on cannot import ``name`` (a
+    ``sitecustomize`` first on their PYTHONPATH), as in an environment that lacks it; this one still can."""
+    import os
+
+    def block(name):
+        site = tmp_path / f"without-{name}"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(_BLOCKER.format(name=name))
+        old = os.environ.get("PYTHONPATH")
+        monkeypatch.setenv("PYTHONPATH", str(site) + (os.pathsep + old if old else ""))
+
+    return block

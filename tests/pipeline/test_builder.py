@@ -70,6 +70,16 @@ def test_a_job_for_a_device_that_does_not_exist_is_a_build_error_not_a_crash(dev
     assert w.proc is None
 
 
+def test_a_worker_missing_a_module_is_an_install_error_not_a_build_error(device, children_without):
+    children_without("platformdirs")  # pyopencl imports it when it first builds
+    w = builder.Worker()
+    try:
+        with pytest.raises(pa.InstallError, match="compile worker.*platformdirs"):
+            w.compile(_job(device))
+    finally:
+        w.close()
+
+
 def test_a_program_without_its_kernels_is_a_build_error(device):
     w = builder.Worker()
     try:

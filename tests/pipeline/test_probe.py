@@ -3,6 +3,9 @@ caller; the probe record is checksummed; every family is a graph ``pa.evaluate``
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +54,59 @@ def test_a_probe_hook_that_raises_is_a_failure_message(device, tmp_path, monkeyp
     assert isinstance(why, str) and "float16 refused" in why, why
     assert caps.usable and not caps.passes and caps.index64
     assert _probe_records(tmp_path) == []
+
+
+@pytest.mark.opencl
+def test_a_probe_child_missing_a_module_is_an_install_error_and_records_nothing(device, tmp_path, monkeypatch,
+                                                                                children_without):
+    """Seen on a GPU machine whose pyopencl lacked platformdirs (it imports it when it first builds): every
+    family failed with ModuleNotFoundError, the device was recorded as computing nothing, and the doctor
+    advised installing PoCL."""
+    monkeypatch.setenv("POLYAD_DEVICE_CACHE_DIR", str(tmp_path / "devices"))
+    children_without("platformdirs")
+    with pytest.raises(pa.InstallError, match="platformdirs") as info:
+        probe.capabilities(device)
+    assert "not the OpenCL device" in str(info.value)
+    assert _probe_records(tmp_path) == []  # nothing recorded: the next process probes afresh
+
+
+@pytest.mark.opencl
+def test_a_probe_child_that_dies_of_an_import_error_is_an_install_error(device, tmp_path, monkeypatch):
+    _hooks_on_path(monkeypatch)
+    monkeypatch.setenv("POLYAD_DEVICE_CACHE_DIR", str(tmp_path / "devices"))
+    with pytest.raises(pa.InstallError, match="islpy"):
+        probe.capabilities(device, hook="pipeline_probe_hooks:missing_module_on_float2")
+
+
+def test_a_child_imports_the_polyad_its_parent_imported_from_a_checkout_on_sys_path(tmp_path):
+    """A script that puts a checkout on sys.path (polyad not installed): the probe's, the compile workers' and
+    the code generation workers' children must import that polyad.  Without child_env they imported none, and
+    every device was recorded as failing its probe."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(Path(pa.__file__).parent, checkout / "polyad", ignore=shutil.ignore_patterns("__pycache__"))
+    script = (f"import subprocess, sys; sys.path.insert(0, {str(checkout)!r}); import polyad\n"
+              "from polyad.runtime.builder import child_env\n"
+              "print(polyad.__file__)\n"
+              "print(subprocess.run([sys.executable, '-c', 'import polyad; print(polyad.__file__)'], env=child_env(),"
+              " capture_output=True, text=True, check=True).stdout.strip())\n")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    parent, child = r.stdout.split()
+    assert parent == child == str(checkout / "polyad" / "__init__.py"), r.stdout
+
+
+def test_child_env_leaves_an_installed_polyad_to_the_childs_own_site_packages(monkeypatch):
+    import site
+
+    from polyad.runtime.builder import child_env
+
+    root = str(Path(pa.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [root])
+    assert child_env(X="1")["PYTHONPATH"] == "/elsewhere"  # site-packages never go before the stdlib
+    monkeypatch.setattr(site, "getsitepackages", lambda: [])
+    env = child_env(X="1")
+    assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"] and env["X"] == "1"
 
 
 def test_capabilities_round_trip_and_describe_lists_failures():
