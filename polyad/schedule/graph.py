@@ -981,12 +981,14 @@ def innermost(outputs, stage, dim):
 # ---------------------------------------------------------------------------------------------
 # space-to-depth: strided reads made unit-stride
 # ---------------------------------------------------------------------------------------------
-def strided_reads(op):
+def strided_reads(op, over="reduction"):
     """The operands a reduction reads at a stride: ``[(tensor, strides, loads)]``, or ``[]``.
 
-    A load's dimension is strided when its index is affine with a single reduction variable ``r`` in it,
-    at coefficient ``s >= 2``: ``idx = s*r + e(o)`` (a stride-3 convolution's weight gradient reads
-    ``X[b, ci, 3*y + kh, 3*x + kw]``, ``{ [co, ci, kh, kw, b, y, x] -> [b, ci, 3y + kh, 3x + kw] }``).
+    ``over="reduction"``: a load's dimension is strided when its index is affine with a single reduction
+    variable ``r`` in it, at coefficient ``s >= 2``: ``idx = s*r + e(o)`` (a stride-3 convolution's weight
+    gradient reads ``X[b, ci, 3*y + kh, 3*x + kw]``, ``{ [co, ci, kh, kw, b, y, x] -> [b, ci, 3y + kh, 3x + kw] }``).
+    ``over="output"``: when it has a single output variable ``o`` at coefficient ``s >= 2``, ``idx = s*o + e(r)``
+    (the forward of that convolution reads ``X[b, ci, 3*y + kh, 3*x + kw]`` with ``y, x`` its outputs).
     A tensor qualifies when every load of it in ``op`` has the same strides (``strides``: one per dimension,
     1 where the index is left alone), at least one above 1.  Read off the isl form of the indices, never
     from op names.
@@ -1016,9 +1018,8 @@ def strided_reads(op):
                 ps = []
             if len(ps) == 1 and ps[0][1].dim(isl.dim_type.div) == 0:
                 aff = ps[0][1]
-                red = [int(str(aff.get_coefficient_val(isl.dim_type.in_, st.n_out + j)))
-                       for j in range(len(st.vars) - st.n_out)]
-                used = [c for c in red if c]
+                span = range(st.n_out, len(st.vars)) if over == "reduction" else range(st.n_out)
+                used = [c for c in (int(str(aff.get_coefficient_val(isl.dim_type.in_, j))) for j in span) if c]
                 if len(used) == 1 and used[0] >= 2:
                     s = used[0]
             strides.append(s)
@@ -1054,6 +1055,9 @@ def space_to_depth(outputs, stage):
     ``e`` is free of the reduction variables, so the phase is fixed across the reduction loop and
     consecutive ``r`` read consecutive elements: TVM's and oneDNN's space-to-depth for a strided
     convolution's weight gradient, whose ``X[3y + kh, 3x + kw]`` reads become vector loads along ``x``.
+    Where no reduction variable is strided, an output variable ``o`` may be (that convolution's forward):
+    ``L[.., s*o + e(r), ..]`` reads ``L_s2d[.., e mod s, .., o + e div s, ..]``, consecutive outputs
+    consecutive elements, the phase moving with the reduction.
     Where ``L`` is a zero-padded copy of a box (``pa.nn``'s padding), the copy reads through it (one
     statement, its border a select against zero) and ``L``'s own kernel goes when nothing else reads it.
 
@@ -1063,11 +1067,14 @@ def space_to_depth(outputs, stage):
     from ..te.construct import floordiv, floormod
 
     outs, op = _named_stage(outputs, stage, "space_to_depth")
-    found = strided_reads(op)
+    found, over = strided_reads(op), "reduction"
+    if not found:  # the forward of a strided convolution: X[3y + kh] with y an output
+        found, over = strided_reads(op, over="output"), "output"
     if not found:
         raise ScheduleError(f"space_to_depth: stage {stage!r} is not a reduction that reads an operand at a "
                             "stride (an index s*r + e with a reduction variable r and s >= 2)")
-    red = statements_of(op)[0].red_vars
+    st0 = statements_of(op)[0]
+    red = st0.red_vars
     taken = {o.name for o in walk_ops(outs)}
     swaps = {}
     for T, strides, loads in found:
@@ -1080,7 +1087,7 @@ def space_to_depth(outputs, stage):
                 if strides[d] == 1:
                     qs.append(ix)
                     continue
-                r = next(v for v in red if _uses(ix, v))
+                r = next(v for v in (red if over == "reduction" else st0.out_vars) if _uses(ix, v))
                 e = substitute(ix, {r: Const(0, r.dtype)})  # ix = s*r + e
                 ph.append(floormod(e, strides[d]))
                 qs.append(r + floordiv(e, strides[d]))
