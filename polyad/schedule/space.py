@@ -528,6 +528,7 @@ def _reshaped(op):
 
 
 def _rfactor_gathered(op, info, dm):
+    """Lanes over the axis of :func:`_gathered_lane_axis`, for a long sum of at least two vectors of outputs."""
     if dm.kind != "cpu" or info is None or not info.reduction or not op.shape:
         return []
     if op.shape[-1] < 2 * max(dm.vector_width, 1):
@@ -1833,8 +1834,8 @@ RULES = (
          **_deciding("row_partials", _row_partials),
          note=lambda op, info, dm: f"a row's {op.shape[-1]} partials, contiguous vectors"),
     Rule("gathered_partials", "stage",
-         "rfactor_gathered's partial stage: tile outputs (whole where they do not divide: 1) by the lanes as one "
-         "vector, every block along the first output dimension in one work-group (at most cpu_operand_groups' "
+         "rfactor_gathered's partial stage: tile outputs (1 along a dimension 4 does not divide) by the lanes as "
+         "one vector, every block along the first output dimension in one work-group (at most cpu_operand_groups' "
          "max_group)",
          {"tile": (4, 4)},
          "dense_big's forward partials (32x3000x16), PoCL, 2-core Zen 5, Module.profile: 4x4x16 in groups of 8 "
