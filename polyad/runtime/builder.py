@@ -49,7 +49,8 @@ def child_env(**extra):
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(polyad.__file__)))
     env = dict(os.environ, **extra)
-    sites = {os.path.abspath(d) for d in [*site.getsitepackages(), site.getusersitepackages()]}
+    # some virtualenvs' site module has no getsitepackages
+    sites = {os.path.abspath(d) for d in [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]}
     if root not in sites:
         rest = [q for q in env.get("PYTHONPATH", "").split(os.pathsep) if q and os.path.abspath(q) != root]
         env["PYTHONPATH"] = os.pathsep.join([root, *rest])
@@ -57,11 +58,12 @@ def child_env(**extra):
 
 
 def import_failure(text):
-    """The line of a child's output that says it could not import a module, or None: an incomplete Python
-    environment, which no device or compiler causes (:class:`~polyad.errors.InstallError`)."""
+    """The last line of a child's output when it says the child could not import a module (the exception a
+    traceback ends with), else None: an incomplete Python environment, which no device or compiler causes
+    (:class:`~polyad.errors.InstallError`).  An earlier line that mentions an import (a warning) is not it."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    hits = [ln for ln in lines if "ModuleNotFoundError" in ln or "ImportError" in ln]
-    return hits[-1][:400] if hits else None
+    last = lines[-1] if lines else ""
+    return last[:400] if "ModuleNotFoundError" in last or "ImportError" in last else None
 
 
 def install_error(who, line):

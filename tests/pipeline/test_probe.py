@@ -95,6 +95,17 @@ def test_a_child_imports_the_polyad_its_parent_imported_from_a_checkout_on_sys_p
     assert parent == child == str(checkout / "polyad" / "__init__.py"), r.stdout
 
 
+def test_only_a_child_that_ends_on_an_import_error_is_an_install_error():
+    from polyad.runtime.builder import import_failure
+
+    tb = "Traceback (most recent call last):\n  File \"x.py\", line 1\nModuleNotFoundError: No module named 'islpy'\n"
+    assert import_failure(tb) == "ModuleNotFoundError: No module named 'islpy'"
+    # a warning that mentions an import, then an LLVM abort: the compiler's crash, not the environment
+    assert import_failure("UserWarning: ImportError: no compiler cache\nLLVM ERROR: Cannot select: 0x55\n") is None
+    assert import_failure("(exit status 1): ImportError: cannot import name 'x'") is not None
+    assert import_failure("") is None
+
+
 def test_child_env_leaves_an_installed_polyad_to_the_childs_own_site_packages(monkeypatch):
     import site
 
