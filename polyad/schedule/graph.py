@@ -29,6 +29,7 @@ from ..te.names import fresh_name
 from ..te.printer import unique_names
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list, walk_ops
 from ..te.graph import map_values
+from ..te.memo import op_memo
 from ..te.visit import post_order, substitute, transform
 
 __all__ = ["fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
@@ -993,42 +994,56 @@ def strided_reads(op, over="reduction"):
     1 where the index is left alone), at least one above 1.  Read off the isl form of the indices, never
     from op names.
     """
+    return list(_strided_reads(op)[over])
+
+
+@op_memo
+def _strided_reads(op):
+    """:func:`strided_reads` for both ``over``s from one isl pass over the indices, once per op (the graph
+    rules, the tuner's moves and ``space_to_depth`` each ask)."""
     from ..poly.convert import NotAffine, ToIsl, pieces
     from ..poly.stage import statements_of
     from ..errors import PolyadError
 
+    none = {"reduction": (), "output": ()}
     if isinstance(op, PlaceholderOp):
-        return []
+        return none
     try:
         stmts = statements_of(op)
     except PolyadError:
-        return []
+        return none
     if len(stmts) != 1 or stmts[0].combiner is None:
-        return []
+        return none
     st = stmts[0]
     conv = ToIsl(st.vars)
-    by_tensor = {}
+    spans = {"reduction": range(st.n_out, len(st.vars)), "output": range(st.n_out)}
+    by_tensor = {over: {} for over in spans}
     for load in {id(n): n for n in post_order(tuple(st.values)) if isinstance(n, Load)}.values():
-        strides = []
+        strides = {over: [] for over in spans}
         for ix in load.indices:
-            s = 1
             try:
                 ps = pieces(conv.aff(ix))
             except NotAffine:
                 ps = []
-            if len(ps) == 1 and ps[0][1].dim(isl.dim_type.div) == 0:
-                aff = ps[0][1]
-                span = range(st.n_out, len(st.vars)) if over == "reduction" else range(st.n_out)
-                used = [c for c in (int(str(aff.get_coefficient_val(isl.dim_type.in_, j))) for j in span) if c]
-                if len(used) == 1 and used[0] >= 2:
-                    s = used[0]
-            strides.append(s)
-        by_tensor.setdefault(id(load.tensor), (load.tensor, []))[1].append((load, tuple(strides)))
-    out = []
-    for T, loads in by_tensor.values():
-        shapes = {s for _, s in loads}
-        if len(shapes) == 1 and max(next(iter(shapes)), default=1) > 1:
-            out.append((T, next(iter(shapes)), tuple(l for l, _ in loads)))
+            affine = len(ps) == 1 and ps[0][1].dim(isl.dim_type.div) == 0
+            for over, span in spans.items():
+                s = 1
+                if affine:
+                    aff = ps[0][1]
+                    used = [c for c in (int(str(aff.get_coefficient_val(isl.dim_type.in_, j))) for j in span) if c]
+                    if len(used) == 1 and used[0] >= 2:
+                        s = used[0]
+                strides[over].append(s)
+        for over in spans:
+            by_tensor[over].setdefault(id(load.tensor), (load.tensor, []))[1].append((load, tuple(strides[over])))
+    out = {}
+    for over, tensors in by_tensor.items():
+        found = []
+        for T, loads in tensors.values():
+            shapes = {s for _, s in loads}
+            if len(shapes) == 1 and max(next(iter(shapes)), default=1) > 1:
+                found.append((T, next(iter(shapes)), tuple(l for l, _ in loads)))
+        out[over] = tuple(found)
     return out
 
 

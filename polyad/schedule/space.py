@@ -302,6 +302,12 @@ def _strided_operands(op, info, dm):
                    f"({copied} elements, {info.iterations / copied:.0f} reads each) makes the reads unit-stride")]
 
 
+def _per_channel_read(info, rank):
+    """Whether a rank >= 3 (NCHW) stage reads an operand per channel (dimension 1) that its rows broadcast: a
+    convolution's weight."""
+    return any(1 in used and rank - 1 not in used for used, _ in info.loads)
+
+
 def _strided_windows(op, info, dm):
     """A convolution's forward that reads its input at a stride over its outputs (``X[3y + kh, 3x + kw]``)
     reads a de-interleaved copy instead: consecutive outputs then read consecutive elements, and the stage is
@@ -315,8 +321,7 @@ def _strided_windows(op, info, dm):
     inner = _statement(op).out_vars[-1]
     found = [x for x in strided_reads(op, over="output")
              if x[1][-1] > 1 and all(_uses(l.indices[-1], inner) for l in x[2])]
-    rank = len(op.shape)
-    if not found or not any(1 in used and rank - 1 not in used for used, _ in info.loads):
+    if not found or not _per_channel_read(info, len(op.shape)):
         return []  # no per-channel operand: a pooling window, not measured
     copied = sum(math.prod(T.shape) for T, _, _ in found)
     what = ", ".join(f"{T.name} (strides {'x'.join(map(str, s))})" for T, s, _ in found)
@@ -422,19 +427,22 @@ def _lane_axis(op, dm):
         return None
     best = None
     for ax in b.axis:
-        seen = False
-        for n in post_order(tuple(body)):
-            if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
-                if not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
-                    seen = False
-                    break
-                seen = True
+        seen = bool(_row_reads(body, ax))
         if window and seen and not _reads_every_output(body, data, ax):
             seen = any(isinstance(n, Load) and n.indices and _uses(n.indices[-1], ax) and _uses(n.indices[-1], data[-1])
                        for n in post_order(tuple(body)))
         if seen and ax.extent >= _const("rfactor_lanes", "min_extent") and (best is None or ax.extent > best.extent):
             best = ax
     return best
+
+
+def _row_reads(body, ax):
+    """The loads of ``body`` that use reduction axis ``ax``, where each has it, at unit stride, in its last
+    index only (rows that lanes along ``ax`` load as vectors); () where one does not, or none uses it."""
+    reads = tuple(n for n in post_order(tuple(body)) if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices))
+    if all(_contiguous(n.indices[-1], ax) and not any(_uses(ix, ax) for ix in n.indices[:-1]) for n in reads):
+        return reads
+    return ()
 
 
 def _reads_every_output(body, data, ax):
@@ -511,9 +519,8 @@ def _gathered_lane_axis(op, info):
         return None
     best = None
     for ax in body[0].axis:
-        reads = [n for n in post_order(tuple(body)) if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices)]
-        if reads and all(_contiguous(n.indices[-1], ax) and not any(_uses(ix, ax) for ix in n.indices[:-1])
-                         and not _reshaped(n.tensor.op) for n in reads) and (best is None or ax.extent > best.extent):
+        reads = _row_reads(body, ax)
+        if reads and not any(_reshaped(n.tensor.op) for n in reads) and (best is None or ax.extent > best.extent):
             best = ax
     return best if best is not None and best.extent >= _const("rfactor_lanes", "min_extent") else None
 
@@ -627,7 +634,7 @@ def _pure_data_movement(op):
 
 def _padding_read_by_a_reduction(op, cons, infos):
     """A copy with selects on its indices (a zero padding) that a reduction reads (``materialise_padding``)."""
-    if not _pure_data_movement(op):
+    if not _plain_copy(op):
         return False
     vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
     if not any(isinstance(n, Call) and n.op == "select" for n in post_order(tuple(vals))):
@@ -1083,8 +1090,7 @@ def _box_rows(op, info, dm, graph):
     if rank < 3 or e > _const("box_rows", "max_row") or e < _const("box_rows", "min_row"):
         return []
     shared = any(rank - 1 in used and contig and 1 not in used for used, contig in info.loads)
-    per_channel = any(1 in used and rank - 1 not in used for used, contig in info.loads)
-    if not (shared and per_channel):
+    if not (shared and _per_channel_read(info, rank)):
         return []
     if any(v <= dm.vector_width and v in dm.widths and e % v == 0 for v in _const("box_rows", "widths")):
         return []  # vector blocks fill the row: the model ranks them (lenet's 8-wide conv2d_1: no gain measured)
