@@ -649,6 +649,100 @@ def ast_expr(ctx, e, env=None):
     raise ValueError(f"unsupported isl AST expression {e.to_C_str()}")
 
 
+def _and_guards(a, b):
+    """Two guards (True, False or C text) as one."""
+    if a is False or b is False:
+        return False
+    if a is True:
+        return b
+    return a if b is True else f"{a} && {b}"
+
+
+def _bound_guard(ctx, e, env, grid, lower=None):
+    """A point loop's bound at the literals ``env`` binds: True or False where they decide it, else the C text of
+    what they leave (the conjuncts they decide dropped).  ``e`` is the loop's condition, or with ``lower`` (the
+    iterator's name) its initial value, read as ``lower >= e``.  A condition ``l <= min(a, b)`` is read as
+    ``l <= a && l <= b``, an initial value ``max(a, b)`` as ``l >= a && l >= b``: a partial block's bounds are
+    such (``l <= min(7, 16 - 8*gid1)``), and only the grid's part needs a guard.  ``grid`` bounds the grid
+    parameters (name -> (lo, hi)): a conjunct true for every work-item is dropped, as isl's unrolling drops it."""
+    T = isl.ast_expr_op_type
+    if lower is not None:
+        pieces = _args(e) if e.get_type() == isl.ast_expr_type.op and e.get_op_type() == T.max else [e]
+        terms = [(env[lower], ">=", p) for p in pieces]
+    elif e.get_type() == isl.ast_expr_type.op and e.get_op_type() in (T.and_, T.and_then):
+        out = True
+        for x in _args(e):
+            out = _and_guards(out, _bound_guard(ctx, x, env, grid))
+        return out
+    elif e.get_type() == isl.ast_expr_type.op and e.get_op_type() in (T.le, T.lt, T.ge, T.gt):
+        op = e.get_op_type()
+        left, right = e.get_op_arg(0), e.get_op_arg(1)
+        split = T.min if op in (T.le, T.lt) else T.max
+        pieces = _args(right) if right.get_type() == isl.ast_expr_type.op and right.get_op_type() == split else [right]
+        sym = {T.le: "<=", T.lt: "<", T.ge: ">=", T.gt: ">"}[op]
+        terms = [(left, sym, p) for p in pieces]
+    else:
+        v = ast_value(e, env)
+        return bool(v) if v is not None else _strip(ast_expr(ctx, e, env))
+    out = True
+    for x, sym, p in terms:
+        xr = (x, x) if isinstance(x, int) else ast_range(x, env, grid)
+        pr = ast_range(p, env, grid)
+        t = None
+        if xr is not None and pr is not None:  # decided where the ranges do not overlap
+            (xl, xh), (pl, ph) = xr, pr
+            t = {"<=": (xh <= pl, xl > ph), "<": (xh < pl, xl >= ph),
+                 ">=": (xl >= ph, xh < pl), ">": (xl > ph, xh <= pl)}[sym]
+            t = True if t[0] else False if t[1] else None
+        if t is None:
+            xs = ctx.int_lit(x) if isinstance(x, int) else _strip(ast_expr(ctx, x, env))
+            t = f"({xs} {sym} {_strip(ast_expr(ctx, p, env))})"
+        out = _and_guards(out, t)
+    return out
+
+
+def ast_range(e, env, grid):
+    """The least and greatest values of isl AST expression ``e`` as a pair of ints, where ``env`` binds the unrolled
+    iterators (name -> int) and ``grid`` bounds the work-item's grid parameters (name -> (lo, hi)); None where it
+    is not bounded so (another loop's iterator, an operation it does not bound)."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.int:
+        v = int(e.get_val().to_python())
+        return v, v
+    if t == isl.ast_expr_type.id:
+        name = e.get_id().get_name()
+        v = env.get(name)
+        return (v, v) if isinstance(v, int) else grid.get(name)
+    T = isl.ast_expr_op_type
+    op = e.get_op_type()
+    a = [ast_range(x, env, grid) for x in _args(e)]
+    if any(r is None for r in a):
+        return None
+    if op == T.add:
+        return a[0][0] + a[1][0], a[0][1] + a[1][1]
+    if op == T.sub:
+        return a[0][0] - a[1][1], a[0][1] - a[1][0]
+    if op == T.minus:
+        return -a[0][1], -a[0][0]
+    if op == T.mul:
+        ends = [x * y for x in a[0] for y in a[1]]
+        return min(ends), max(ends)
+    if op in (T.min, T.max):
+        f = min if op == T.min else max
+        return f(r[0] for r in a), f(r[1] for r in a)
+    d = a[1][0] if len(a) == 2 and a[1][0] == a[1][1] and a[1][0] > 0 else None
+    if d is not None and (op == T.fdiv_q or (op in (T.pdiv_q, T.div) and a[0][0] >= 0)):
+        return a[0][0] // d, a[0][1] // d  # floor division by a positive constant is monotone
+    if d is not None and op in (T.pdiv_r, T.zdiv_r) and a[0][0] >= 0:
+        lo, hi = a[0]
+        return (lo % d, hi % d) if lo // d == hi // d else (0, d - 1)
+    return None
+
+
+def _args(e):
+    return [e.get_op_arg(i) for i in range(e.get_op_n_arg())]
+
+
 # -- kernels -----------------------------------------------------------------------------------
 class KernelWriter:
     """Writes one kernel: signature, NDRange binding, the AST with statement bodies."""
@@ -672,6 +766,7 @@ class KernelWriter:
         self._env = {}  # iterators of the point loops being unrolled -> their literal
         self._unrolling = 0  # depth of POINTS_MARKs around the node being printed
         self._proven = {}  # id(statement) -> ids of its loads proven in bounds
+        self._grid = {p: (lo, lo + size - 1) for p, (lo, size) in zip(lk.grid_params, lk.grid_box)}
         used = set(tensor_names.values()) | set(lk.grid_params)
         self.acc = {}
         for si, st in enumerate(self.spec.statements):
@@ -801,34 +896,46 @@ class KernelWriter:
 
     def _unrolled(self, nd):
         """A point loop under a POINTS_MARK, unrolled: one copy of its body per value of its iterator, bound to that
-        literal (a full tile's points are ``0 <= l < tile``: constant bounds).  None where the literals do not
-        decide the loop's bounds: the caller prints it as a loop (correct; its accumulator index then is not a
-        literal, and the block's accumulators may leave the registers)."""
+        literal (a full tile's points are ``0 <= l < tile``: constant bounds).  In a partial block a bound may
+        depend on the grid (``l <= 16 - 8*gid1``): each point whose bound the literal does not decide is guarded by
+        it, and its accumulator index stays a literal.  None where the literals do not decide the loop's bounds
+        and no statement below says the block's extent: the caller prints it as a loop (correct; its accumulator
+        index then is not a literal, and the block's accumulators may leave the registers)."""
         env = self._env
         it = nd.for_get_iterator().get_id().get_name()
-        lo, step = ast_value(nd.for_get_init(), env), ast_value(nd.for_get_inc(), env)
-        if lo is None or step is None or step <= 0:
+        init, cond = nd.for_get_init(), nd.for_get_cond()
+        lo, step = ast_value(init, env), ast_value(nd.for_get_inc(), env)
+        if step is None or step <= 0:
             return None
-        values, end = [], max(lo, self._point_extent(nd, it))
-        for k in range(lo, end + step, step):
-            ok = ast_value(nd.for_get_cond(), {**env, it: k})
-            if ok is None or (ok and k >= end):  # undecided, or the loop goes on past the block: not unrolled
-                return None
-            if ok:
-                values.append(k)
+        end = self._point_extent(nd, it)
+        exact = self._call_extent(nd, it) is not None  # the statements' domains keep the points in [0, extent)
+        if lo is None and not exact:
+            return None
+        values = []
+        for k in range(0 if lo is None else lo, max(lo or 0, end) + step, step):
+            at = {**env, it: k}
+            guard = _bound_guard(self.ctx, cond, at, self._grid)
+            if lo is None and guard is not False:
+                guard = _and_guards(guard, _bound_guard(self.ctx, init, at, self._grid, lower=it))
+            if k >= end:
+                if guard is False or (guard is not True and exact):
+                    break
+                return None  # the loop goes on past the block
+            if guard is not False:
+                values.append((k, guard))
         out = []
-        for k in values:
+        for k, guard in values:
             self._env = {**env, it: k}
             try:
-                out += self.nodes(nd.for_get_body())  # each statement a block: nothing of one point leaks
+                body = self.nodes(nd.for_get_body())  # each statement a block: nothing of one point leaks
             finally:
                 self._env = env
+            out += body if guard is True else [c.If(guard, _as_block(body))]
         return out
 
-    def _point_extent(self, nd, it):
-        """The values point loop ``nd`` (iterator ``it``) may take: the extent of the block dimension whose point
-        coordinate it is, read off a statement call below it (``[b..., l..., r...]``), else the stage's largest
-        tile extent."""
+    def _call_extent(self, nd, it):
+        """The extent of the block dimension whose point coordinate ``it`` is, read off a statement call below point
+        loop ``nd`` (``[b..., l..., r...]``), or None where no call below says it."""
         stack = [nd.for_get_body()]
         while stack:
             x = stack.pop()
@@ -854,6 +961,14 @@ class KernelWriter:
                     stack.append(x.if_get_else_node())
             elif t == isl.ast_node_type.mark:
                 stack.append(x.mark_get_node())
+        return None
+
+    def _point_extent(self, nd, it):
+        """The values point loop ``nd`` (iterator ``it``) may take: :meth:`_call_extent`, else the stage's largest
+        tile extent."""
+        got = self._call_extent(nd, it)
+        if got is not None:
+            return got
         op = self.spec.stage
         return max((t for ist in self.statements.values() if ist.stage is op and ist.tile for t in ist.tile),
                    default=1)

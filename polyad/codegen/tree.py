@@ -332,6 +332,23 @@ def _split_tiles(st, tile, vec):
     return full, (group_out, group, lanes), partial
 
 
+def _points_span_every_reduction(ist, n):
+    """Whether an update statement's block points (its dimensions after the ``n`` block coordinates, before the
+    reduction's) are the same set at every reduction point of their block: then the printer unrolls them inside
+    the reduction loop with guards on the grid alone.  Where they are not (a strided convolution's data gradient:
+    which points a reduction point updates depends on both), isl's unrolling keeps its guards, which it derives
+    from the whole domain (the printer's, per point and loop bound, made one such kernel 2.2x slower)."""
+    D = ist.domain
+    dims = D.dim(isl.dim_type.set)
+    m = len(ist.stmt.vars) - ist.stmt.n_out
+    if m == 0:
+        return True
+    points = D.project_out(isl.dim_type.set, dims - m, m).insert_dims(isl.dim_type.set, dims - m, m)
+    reds = D.project_out(isl.dim_type.set, n, dims - m - n).insert_dims(isl.dim_type.set, n, dims - m - n)
+    both = points.intersect(reds)  # isl drops the tuple's name where it changes the dimensions
+    return both.set_tuple_name(D.get_tuple_name()).is_subset(D) if D.has_tuple_name() else both.is_subset(D)
+
+
 def _reduction_bands(sched, stmts, unroll):
     """The reduction band of update statements on top of ``sched``; the innermost reduction
     loop split by ``unroll`` with the inner part unrolled by the AST generator."""
@@ -361,9 +378,11 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
             return tuple_names(x)[n: 2 * n]
 
         def banded(ist, full=True, exprs_of=points):
-            """One statement's schedule with its block points as a band: a full tile's unrolled by the printer
-            (its points' loops have constant bounds), the vector groups of partial blocks by isl, which
-            specialises their guards to the grid's values (a padded copy's, printer-unrolled, ran 1.5x slower)."""
+            """One statement's schedule with its block points as a band, unrolled by the printer: a full tile's
+            (its points' loops have constant bounds), and a partial block's accumulators (init and final: each
+            point guarded by the grid, isl's unrolling took 3x as long to generate); ``full=False``: by isl, which
+            specialises the guards to the grid's values (a copy's vector groups and a ragged group's lanes: a
+            padded copy's, printer-unrolled, ran 1.1-1.3x slower, and 1.2x slower as loops)."""
             one = isl.Schedule.from_domain(isl.UnionSet(ist.domain))
             return _point_band(one, [ist], exprs_of) if full else _insert_band(one, [ist], exprs_of, unrolled)
 
@@ -410,12 +429,17 @@ def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shap
                     upds.append(lup)
                     scheds.append(banded(lup, full=False, exprs_of=lambda x: [tuple_names(x)[2 * n]]))
                 ists += [init] + upds + [fin]
-                seq = banded(init, full=False)
+                seq = banded(init)
                 if upds:
                     u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
-                    u = _reduction_bands(_insert_band(u, upds, points, unrolled), upds, unroll)
+                    # unroll-and-jam, the points unrolled by the printer where their guards are the grid's alone
+                    if all(_points_span_every_reduction(x, n) for x in upds):
+                        u = _point_band(u, upds, points)
+                    else:
+                        u = _insert_band(u, upds, points, unrolled)
+                    u = _reduction_bands(u, upds, unroll)
                     seq = seq.sequence(u)
-                fsched = banded(fin, full=False)
+                fsched = banded(fin)
                 parts.append(seq.sequence(fsched))
         if not partial.is_empty() or (full.is_empty() and group_out.is_empty()):
             tl = dict(kind="tiled", tile=tile)

@@ -409,3 +409,62 @@ def test_a_point_loop_the_printer_cannot_unroll_is_printed_as_a_loop_and_compute
     assert looped.source != unrolled.source and "for (" in looped.source.split("// kernel Y")[1]
     for prog in (unrolled, looped):
         np.testing.assert_allclose(Module(prog, dev, inputs=[X, W])(x, w)[0], ref, rtol=1e-5, atol=1e-5)
+
+
+
+def test_partial_blocks_the_printer_guards_compute_as_evaluate():
+    """Candidates of conv2d_5x5_s3's backward (the tuner's first mutations, test shapes) whose partial blocks the
+    printer unrolls with its own guards (their source differs from isl's unrolling, in guards alone: the
+    comparison in test_codegen_kernel_memo.py): built and run, they equal pa.evaluate."""
+    import random
+
+    from polyad.bench.tuning import TINY, backward_graph
+    from polyad.codegen import tree
+    from polyad.pipeline import program_of
+    from polyad.schedule import DeviceModel
+    from polyad.tuner.configs import ConfigSpace
+    from polyad.tuner.measure import graph_context
+
+    g = backward_graph("conv2d_5x5_s3", dict(TINY["conv2d_5x5_s3"]))
+    model = DeviceModel.of(select_device(None))
+    ctx = graph_context(g.outputs, g.inputs, model)
+    space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=3)
+    rng = random.Random(1)
+    want = pa.evaluate(ctx.outputs, dict(zip(ctx.inputs, g.data)))
+    checked = 0
+    for c in [space.mutate(space.auto_config(), rng, p_variant=0.3) for _ in range(6)]:
+        sched = space.schedule(c)
+        try:
+            mine = program_of(ctx.outputs, ctx.inputs, sched, None)
+        except pa.PolyadError:
+            continue
+        tree.UNROLL_IN_PRINTER = False
+        try:
+            isls = program_of(ctx.outputs, ctx.inputs, sched, None)
+        finally:
+            tree.UNROLL_IN_PRINTER = True
+        if mine.source == isls.source:
+            continue
+        got = pa.build(ctx.outputs, ctx.inputs, schedule=sched)(*g.data)
+        for t, a, b in zip(ctx.outputs, got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=t.name)
+        checked += 1
+    assert checked >= 1
+
+
+def test_which_reductions_the_printer_unrolls_inside_the_loop():
+    """``{ S[b, l, r] }``: block b, point l, reduction point r.  Where every point of a block reduces over the same
+    r, the printer unrolls the points inside the reduction loop; where the points an r updates depend on it (a
+    strided convolution's data gradient), isl does."""
+    from types import SimpleNamespace
+
+    import islpy as isl
+
+    from polyad.codegen.tree import _points_span_every_reduction
+
+    def ist(dom):
+        return SimpleNamespace(domain=isl.Set(dom), stmt=SimpleNamespace(vars=(0, 0), n_out=1))
+
+    assert _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and 4b + l < 10 and 0 <= r < 5 }"), 1)
+    assert _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and 0 <= r < 5 + b }"), 1)
+    assert not _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and l <= r < l + 2 }"), 1)
