@@ -909,7 +909,7 @@ class KernelWriter:
             return None
         end = self._point_extent(nd, it)
         exact = self._call_extent(nd, it) is not None  # the statements' domains keep the points in [0, extent)
-        if lo is None and not exact:
+        if lo is None and (not exact or step != 1):  # from 0 up, each point guarded: consecutive points only
             return None
         values = []
         for k in range(0 if lo is None else lo, max(lo or 0, end) + step, step):
