@@ -410,7 +410,7 @@ def _unstrided_cost(info, ss, dm):
         # blocks run 1.4-1.5x slower than the naive schedule's (per-point floor-division bounds, guards, no
         # unrolling); elsewhere (boxes' edge blocks, stride-1 convolution borders) as fast as naive loops
         pen = PARTIAL_PENALTY if info.strided else 1.0
-        naive = pen * _blocked_cost(info, StageSchedule(unroll=1 if info.strided else ss.unroll), dm)
+        naive = pen * _naive_blocked(info, 1 if info.strided else ss.unroll, dm)
         # codegen's ragged vector groups run the vector update over the reduction points their lanes share
         # (V lanes share about 1 - (V - 1) * (1 - shared) of them); measured, that pays only where most
         # points have the whole reduction box (conv2d 3x3 dX: float8 blocks 2x faster than scalar ones),
@@ -422,6 +422,25 @@ def _unstrided_cost(info, ss, dm):
         t = frac * t + (1.0 - frac) * (lanes * t + (1.0 - lanes) * naive)
         return t
     return t
+
+
+#: (id(info), id(dm), unroll) -> (info, dm, seconds): the naive loops' cost, which every candidate of a stage charges
+#: its partial blocks and the learned model's features read (lenet_step's search: 60000 feature rows in 40 rounds)
+_NAIVE = Recent(4096)
+
+
+def _naive_blocked(info, unroll, dm):
+    """``_blocked_cost`` of the naive loops (unrolled ``unroll`` times) of a stage, remembered per info."""
+    key = (id(info), id(dm), unroll)
+    hit = _NAIVE.get(key)
+    if hit is not None and hit[0] is info and hit[1] is dm:  # the objects held: an id is not reused meanwhile
+        return hit[2]
+    return _NAIVE.put(key, (info, dm, _blocked_cost(info, StageSchedule(unroll=unroll), dm)))[2]
+
+
+def naive_cost(info, dm):
+    """``stage_cost(info, StageSchedule(), dm)``, remembered: the naive loops are stride-cell blocks of nothing."""
+    return (STRIDED_NAIVE if info.strided else 1.0) * _naive_blocked(info, 1, dm)
 
 
 # measured: partial blocks of strided domains (conv2d 5x5 stride 3 and dilated dX) run per-point loops
@@ -555,6 +574,6 @@ def stage_features(info, ss, dm):
         math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
         k.acc, k.live,
         full_fraction(own, q.tile) if q.tile else 1.0, cell,
-        k.compute, k.mem, k.loads, k.busy, stage_cost(info, StageSchedule(), dm), stage_cost(info, ss, dm),
+        k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm),
     )
     return {n: float(v) for n, v in zip(FEATURES, values)}

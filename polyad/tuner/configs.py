@@ -35,6 +35,18 @@ class StageChoices:
                         if j != i and sum(a != b for a, b in zip(me, _fields(c))) == 1]
         return cache[i]
 
+    def position(self, ss):
+        """The index of candidate ``ss`` (its first, as ``candidates.index``), or None; by a dict built once: a
+        variant move carries every stage's schedule over, and scanning the candidates with dataclass equality was
+        2.7 s of lenet_step's 16 s of search in 40 rounds."""
+        index = self.__dict__.get("_position")
+        if index is None:
+            index = {}
+            for i, c in enumerate(self.candidates):
+                index.setdefault(c, i)
+            self.__dict__["_position"] = index
+        return index.get(ss)
+
 
 def _fields(ss):
     """A stage schedule as the fields a step changes one of (each tile dimension its own)."""
@@ -213,8 +225,8 @@ class ConfigSpace:
         had = {s.name: s.candidates[i] for s, i in zip(self.variants[v].stages, picks)}
         out = []
         for s in self.variants[w].stages:
-            ss = had.get(s.name)
-            out.append(s.candidates.index(ss) if ss in s.candidates else 0)
+            i = s.position(had[s.name]) if s.name in had else None
+            out.append(0 if i is None else i)
         return tuple(out)
 
     def stage_pairs(self, config):

@@ -39,6 +39,7 @@ class CostModel:
         self.reg = None
         self._fitted_on = 0  # samples of the last training
         self._feat = {}
+        self._pred = {}  # (id(choice), schedule) -> predicted seconds, by the trees trained last
 
     def features(self, choice, ss):
         key = (id(choice), ss)
@@ -69,6 +70,7 @@ class CostModel:
         if self.reg is not None and len(self.y) < (1 + _REFIT_GROWTH) * self._fitted_on:
             return
         self._fitted_on = len(self.y)
+        self._pred = {}
         from sklearn.ensemble import GradientBoostingRegressor
 
         # exact (not histogram) trees: a search has tens to a few thousand samples, where the histogram
@@ -86,13 +88,14 @@ class CostModel:
         pairs = [space.stage_pairs(c) for c in configs]
         if self.reg is None:
             return [sum(stage_cost(ch.info, ss, self.dm) for ch, ss in p) for p in pairs]
-        rows = [self.features(ch, ss) for p in pairs for ch, ss in p]
-        pred = np.exp(self.reg.predict(np.array(rows))) if rows else np.array([])
-        out, i = [], 0
-        for p in pairs:
-            out.append(float(pred[i:i + len(p)].sum()))
-            i += len(p)
-        return out
+        # each stage schedule once, until the trees are trained again: a round's 384 configs share most stages
+        # with each other and with earlier rounds' (lenet_step: 11000 rows a round, a few hundred new)
+        new = list(dict.fromkeys((id(ch), ss) for p in pairs for ch, ss in p if (id(ch), ss) not in self._pred))
+        if new:
+            choices = {id(ch): ch for p in pairs for ch, _ in p}
+            rows = np.array([self.features(choices[c], ss) for c, ss in new])
+            self._pred.update(zip(new, np.exp(self.reg.predict(rows)).tolist()))
+        return [float(np.array([self._pred[(id(ch), ss)] for ch, ss in p], dtype=np.float64).sum()) for p in pairs]
 
 
 class RandomSearch:

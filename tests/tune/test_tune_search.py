@@ -706,3 +706,69 @@ def test_the_cost_model_trains_again_once_its_samples_grew_by_a_quarter():
     grow(1)  # 125
     m.fit()
     assert m.reg is not first and m._fitted_on == 125
+
+
+def test_the_cost_models_remembered_predictions_are_its_trees_and_go_with_them(conv):
+    """Predictions are made once per stage schedule until the trees are trained again: the same numbers, bit for bit,
+    as predicting every config's rows afresh, and a new training forgets them."""
+    import random
+
+    import numpy as np
+
+    from polyad.tuner.measure import Trial
+    from polyad.tuner.search import CostModel
+
+    ctx, _, _ = conv
+    space = ConfigSpace(ctx.outputs, ZEN5, ctx.auto)
+    rng = random.Random(5)
+    m = CostModel(ZEN5, seed=1)
+
+    def measured(c):
+        st = {ch.name: _fake_time(ch.info, ss) for ch, ss in space.stage_pairs(c)}
+        return Trial(sum(st.values()), (1.0,), st)
+
+    for _ in range(30):
+        c = space.random(rng)
+        m.add(space, c, measured(c))
+    m.fit()
+    pool = [space.mutate(space.auto_config(), rng) for _ in range(200)]
+    got = m.predict(space, pool)
+    pairs = [space.stage_pairs(c) for c in pool]
+    rows = np.exp(m.reg.predict(np.array([m.features(ch, ss) for p in pairs for ch, ss in p])))
+    want, i = [], 0
+    for p in pairs:
+        want.append(float(rows[i:i + len(p)].sum()))
+        i += len(p)
+    assert got == want and m.predict(space, pool) == want
+    assert len(m._pred) == len({(id(ch), ss) for p in pairs for ch, ss in p})
+    for _ in range(10):  # a quarter more samples: trained again, the remembered predictions dropped
+        c = space.random(rng)
+        m.add(space, c, measured(c))
+    m.fit()
+    assert m._pred == {}
+
+
+def test_a_stage_finds_its_candidates_position_as_index_does(conv):
+    ctx, _, _ = conv
+    space = ConfigSpace(ctx.outputs, ZEN5, ctx.auto)
+    for v in space.variants:
+        for s in v.stages:
+            assert all(s.position(c) == s.candidates.index(c) for c in s.candidates)
+    s = space.variants[0].stages[0]
+    assert s.position(pa.schedule.StageSchedule(tile=(977,) * 9)) is None
+
+
+def test_the_naive_cost_remembered_is_the_naive_schedules_cost():
+    from polyad.bench.tuning import TINY, backward_graph
+    from polyad.schedule import StageSchedule
+    from polyad.schedule.cost import naive_cost
+
+    strided = 0
+    for name in ("conv2d_5x5_s3", "max_pool"):
+        g = backward_graph(name, dict(TINY[name]))
+        ctx = graph_context(g.outputs, g.inputs, ZEN5)
+        for v in ConfigSpace(ctx.outputs, ZEN5, ctx.auto, max_variants=3).variants:
+            for s in v.stages:
+                assert naive_cost(s.info, ZEN5) == stage_cost(s.info, StageSchedule(), ZEN5) == naive_cost(s.info, ZEN5)
+                strided += s.info.strided
+    assert strided
