@@ -439,7 +439,8 @@ def _naive_blocked(info, unroll, dm):
 
 
 def naive_cost(info, dm):
-    """``stage_cost(info, StageSchedule(), dm)``, remembered: the naive loops are stride-cell blocks of nothing."""
+    """``stage_cost(info, StageSchedule(), dm)``, remembered: the naive loops, ``STRIDED_NAIVE`` times over on a
+    strided stage, as :func:`stage_cost` charges them (they are no stride-cell blocks)."""
     return (STRIDED_NAIVE if info.strided else 1.0) * _naive_blocked(info, 1, dm)
 
 
