@@ -165,7 +165,8 @@ def _compare_unrolling(name, model, monkeypatch):
 
 def _unguarded(src):
     """A kernel's lines without its guards (``if``, ``else``) and the braces around blocks."""
-    return [t for t in (line.strip() for line in src.splitlines()) if not t.startswith("if (") and t not in ("{", "}", "else")]
+    lines = (line.strip() for line in src.splitlines())
+    return [t for t in lines if not t.startswith("if (") and t not in ("{", "}", "else")]
 
 
 def test_the_comparison_meets_guarded_partial_blocks(monkeypatch):

@@ -411,7 +411,6 @@ def test_a_point_loop_the_printer_cannot_unroll_is_printed_as_a_loop_and_compute
         np.testing.assert_allclose(Module(prog, dev, inputs=[X, W])(x, w)[0], ref, rtol=1e-5, atol=1e-5)
 
 
-
 def test_partial_blocks_the_printer_guards_compute_as_evaluate():
     """Candidates of conv2d_5x5_s3's backward (the tuner's first mutations, test shapes) whose partial blocks the
     printer unrolls with its own guards (their source differs from isl's unrolling, in guards alone: the
@@ -465,6 +464,7 @@ def test_which_reductions_the_printer_unrolls_inside_the_loop():
     def ist(dom):
         return SimpleNamespace(domain=isl.Set(dom), stmt=SimpleNamespace(vars=(0, 0), n_out=1))
 
-    assert _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and 4b + l < 10 and 0 <= r < 5 }"), 1)
-    assert _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and 0 <= r < 5 + b }"), 1)
-    assert not _points_span_every_reduction(ist("{ S[b, l, r] : 0 <= b < 3 and 0 <= l < 4 and l <= r < l + 2 }"), 1)
+    box = "0 <= b < 3 and 0 <= l < 4"
+    assert _points_span_every_reduction(ist(f"{{ S[b, l, r] : {box} and 4b + l < 10 and 0 <= r < 5 }}"), 1)
+    assert _points_span_every_reduction(ist(f"{{ S[b, l, r] : {box} and 0 <= r < 5 + b }}"), 1)
+    assert not _points_span_every_reduction(ist(f"{{ S[b, l, r] : {box} and l <= r < l + 2 }}"), 1)
