@@ -907,8 +907,7 @@ class KernelWriter:
         lo, step = ast_value(init, env), ast_value(nd.for_get_inc(), env)
         if step is None or step <= 0:
             return None
-        end = self._point_extent(nd, it)
-        exact = self._call_extent(nd, it) is not None  # the statements' domains keep the points in [0, extent)
+        end, exact = self._point_extent(nd, it)
         if lo is None and (not exact or step != 1):  # from 0 up, each point guarded: consecutive points only
             return None
         values = []
@@ -933,9 +932,10 @@ class KernelWriter:
             out += body if guard is True else [c.If(guard, _as_block(body))]
         return out
 
-    def _call_extent(self, nd, it):
-        """The extent of the block dimension whose point coordinate ``it`` is, read off a statement call below point
-        loop ``nd`` (``[b..., l..., r...]``), or None where no call below says it."""
+    def _point_extent(self, nd, it):
+        """``(extent, exact)``: the values point loop ``nd`` (iterator ``it``) may take.  Exact: the extent of the
+        block dimension whose point coordinate it is, read off a statement call below it (``[b..., l..., r...]``),
+        where the statements' domains keep the points in ``[0, extent)``; else the stage's largest tile extent."""
         stack = [nd.for_get_body()]
         while stack:
             x = stack.pop()
@@ -949,7 +949,7 @@ class KernelWriter:
                 for d in range(n):
                     a = call.get_op_arg(1 + n + d)
                     if a.get_type() == isl.ast_expr_type.id and a.get_id().get_name() == it:
-                        return _block_box(ist)[d] if ist.kind in ("block", "lane") else ist.tile[d]
+                        return (_block_box(ist)[d] if ist.kind in ("block", "lane") else ist.tile[d]), True
             elif t == isl.ast_node_type.block:
                 lst = x.block_get_children()
                 stack += [lst.get_at(i) for i in range(lst.n_ast_node())]
@@ -961,17 +961,9 @@ class KernelWriter:
                     stack.append(x.if_get_else_node())
             elif t == isl.ast_node_type.mark:
                 stack.append(x.mark_get_node())
-        return None
-
-    def _point_extent(self, nd, it):
-        """The values point loop ``nd`` (iterator ``it``) may take: :meth:`_call_extent`, else the stage's largest
-        tile extent."""
-        got = self._call_extent(nd, it)
-        if got is not None:
-            return got
         op = self.spec.stage
         return max((t for ist in self.statements.values() if ist.stage is op and ist.tile for t in ist.tile),
-                   default=1)
+                   default=1), False
 
     def user(self, call):
         ctx = self.ctx

@@ -123,9 +123,9 @@ def test_kernels_of_the_same_names_and_loops_with_other_bodies_are_written_apart
     assert len(set(texts)) == 3 and memo.hits == 0
 
 
-@pytest.mark.parametrize("name, model", [("lenet_step", ZEN5), ("conv2d_5x5_s3", ZEN5), ("conv2d_3x3", GPU),
-                                         ("max_pool", ZEN5), ("softmax", GPU)],
-                         ids=["lenet_step-cpu", "conv2d_5x5_s3-cpu", "conv2d_3x3-gpu", "max_pool-cpu", "softmax-gpu"])
+@pytest.mark.parametrize("name, model", [("lenet_step", ZEN5), ("conv2d_3x3", GPU), ("max_pool", ZEN5),
+                                         ("softmax", GPU)],
+                         ids=["lenet_step-cpu", "conv2d_3x3-gpu", "max_pool-cpu", "softmax-gpu"])
 def test_the_printer_unrolls_tiles_as_isl_does(name, model, monkeypatch):
     """Full tiles' point loops, and partial blocks' accumulators, are unrolled by the printer
     (``tree.UNROLL_IN_PRINTER``: isl's unrolling of them was most of its AST generation).  Over auto and its
@@ -169,7 +169,7 @@ def _unguarded(src):
     return [t for t in lines if not t.startswith("if (") and t not in ("{", "}", "else")]
 
 
-def test_the_comparison_meets_guarded_partial_blocks(monkeypatch):
-    """The comparison above is not vacuous: conv2d_5x5_s3's candidates have kernels whose partial blocks the
-    printer guards."""
+def test_the_printer_unrolls_conv2d_5x5_s3s_tiles_as_isl_does_some_under_other_guards(monkeypatch):
+    """The comparison above on conv2d_5x5_s3 (CPU), which is not vacuous there: its candidates have kernels whose
+    partial blocks the printer guards."""
     assert _compare_unrolling("conv2d_5x5_s3", ZEN5, monkeypatch) > 0

@@ -404,14 +404,14 @@ def test_a_point_loop_the_printer_cannot_unroll_is_printed_as_a_loop_and_compute
 
     dev = select_device(None)
     unrolled = generate([Y], [X, W], sched)
-    monkeypatch.setattr(KernelWriter, "_point_extent", lambda self, nd, it: 1)
+    monkeypatch.setattr(KernelWriter, "_point_extent", lambda self, nd, it: (1, True))
     looped = generate([Y], [X, W], sched)
     assert looped.source != unrolled.source and "for (" in looped.source.split("// kernel Y")[1]
     for prog in (unrolled, looped):
         np.testing.assert_allclose(Module(prog, dev, inputs=[X, W])(x, w)[0], ref, rtol=1e-5, atol=1e-5)
 
 
-def test_partial_blocks_the_printer_guards_compute_as_evaluate():
+def test_partial_blocks_the_printer_guards_compute_as_evaluate(monkeypatch):
     """Candidates of conv2d_5x5_s3's backward (the tuner's first mutations, test shapes) whose partial blocks the
     printer unrolls with its own guards (their source differs from isl's unrolling, in guards alone: the
     comparison in test_codegen_kernel_memo.py): built and run, they equal pa.evaluate."""
@@ -437,11 +437,9 @@ def test_partial_blocks_the_printer_guards_compute_as_evaluate():
             mine = program_of(ctx.outputs, ctx.inputs, sched, None)
         except pa.PolyadError:
             continue
-        tree.UNROLL_IN_PRINTER = False
-        try:
-            isls = program_of(ctx.outputs, ctx.inputs, sched, None)
-        finally:
-            tree.UNROLL_IN_PRINTER = True
+        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", False)
+        isls = program_of(ctx.outputs, ctx.inputs, sched, None)
+        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", True)
         if mine.source == isls.source:
             continue
         got = pa.build(ctx.outputs, ctx.inputs, schedule=sched)(*g.data)
