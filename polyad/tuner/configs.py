@@ -16,14 +16,22 @@ from ..errors import ScheduleError
 from ..schedule import RFactor, Schedule, StageSchedule
 
 
+#: a changed stage (another op under the same name) keeps the schedule a variant move carries over where the analytic
+#: model prices it within this factor of the model's own pick for it
+CARRY_SLACK = 2.0
+
+
 @dataclass(frozen=True)
 class StageChoices:
-    """One stage of a variant: its op, the model's features of it, and its candidates (auto's first)."""
+    """One stage of a variant: its op, the model's features of it, its candidates (auto's first), and ``key``: the
+    stage as :func:`~polyad.schedule.space.stage_space_key` knows it, equal in every variant that has this stage
+    unchanged (a stage's time under one schedule, measured in one variant, is its time in the others)."""
 
     name: str
     op: object
     info: object  # schedule.cost.StageInfo
     candidates: tuple  # of StageSchedule
+    key: object = None
 
     def steps(self, i):
         """The candidates one step from candidate ``i``: the same but for one field (one tile dimension, the
@@ -219,15 +227,29 @@ class ConfigSpace:
         return (a[0], tuple(x if rng.random() < 0.5 else y for x, y in zip(a[1], b[1])))
 
     def carry(self, config, w):
-        """``config``'s candidates moved onto variant ``w``: a stage keeps its schedule where ``w`` has
-        the stage and the candidate, else takes ``w``'s first."""
+        """``config``'s candidates moved onto variant ``w``: a stage keeps its schedule where ``w`` has the stage and
+        the candidate, else takes ``w``'s first.  A stage of the same name that a move changed (its key differs: an
+        rfactor dropped turns an 8-term sum into the whole reduction) keeps the schedule only where the model
+        prices it within :data:`CARRY_SLACK` of the first, the model's pick for the changed stage."""
         v, picks = config
-        had = {s.name: s.candidates[i] for s, i in zip(self.variants[v].stages, picks)}
+        had = {s.name: (s.key, s.candidates[i]) for s, i in zip(self.variants[v].stages, picks)}
         out = []
         for s in self.variants[w].stages:
-            i = s.position(had[s.name]) if s.name in had else None
+            key, ss = had.get(s.name, (None, None))
+            i = None if ss is None else s.position(ss)
+            if i is not None and key != s.key and self._stage_cost(s, i) > CARRY_SLACK * self._stage_cost(s, 0):
+                i = None
             out.append(0 if i is None else i)
         return tuple(out)
+
+    def _stage_cost(self, choice, i):
+        """The analytic model's seconds of candidate ``i`` of a stage, remembered."""
+        from ..schedule.cost import stage_cost
+
+        cache = choice.__dict__.setdefault("_cost", {})
+        if i not in cache:
+            cache[i] = stage_cost(choice.info, choice.candidates[i], self.model)
+        return cache[i]
 
     def stage_pairs(self, config):
         """``(StageChoices, StageSchedule)`` per stage of ``config``."""
@@ -261,7 +283,7 @@ def _variant(outputs, model, decisions, why, auto, memo=None):
             hit = memo[key] = _stage_candidates(op, info, model, graph)
         cands, pick = hit
         first = auto.for_stage(op.name) if auto is not None else pick
-        stages.append(StageChoices(op.name, op, info, (first,) + tuple(c for c in cands if c != first)))
+        stages.append(StageChoices(op.name, op, info, (first,) + tuple(c for c in cands if c != first), key))
     inline, rf, pad, s2d, fold, innermost = _graph_key(decisions)
     return Variant(inline, rf, pad, tuple(stages), why, s2d, fold, innermost)
 

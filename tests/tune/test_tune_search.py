@@ -313,9 +313,39 @@ def test_probes_build_variants_lazily_and_compose_moves():
     assert len(made) + 1 <= len(space.moves)  # one move's variant was `first`'s
 
 
-def test_the_search_finds_a_pair_of_graph_decisions_only_good_together(conv):
+def test_a_variant_move_carries_a_changed_stages_schedule_only_where_the_model_allows(conv, monkeypatch):
+    """Moving a config onto another variant keeps each stage's schedule where the stage is the same (its
+    ``key``), whatever the model says of it.  A stage the move changed under the same name keeps it only within
+    ``CARRY_SLACK`` of the model's pick: dropping the weight gradient's rfactor turns ``d_W_from_conv2d`` from
+    the sum of 8 partials (auto's ``tile 1x1x3x3``) into the whole reduction, where that block is the model's
+    4x of its pick; carried over, it made the variant look slow, and the search left it."""
+    from polyad.tuner import configs
+
+    ctx, outs, ins = conv
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    w = next(i for i, v in enumerate(space.variants) if v.why == "no rfactor of d_W_from_conv2d")
+    auto = dict(zip((s.name for s in space.variants[0].stages), space.variants[0].stages))
+    moved = dict(zip((s.name for s in space.variants[w].stages), space.carry(space.auto_config(), w)))
+    for s in space.variants[w].stages:
+        kept = s.candidates[moved[s.name]] == auto[s.name].candidates[0]
+        if s.key == auto[s.name].key:  # the same stage: auto's schedule, even where the model prices it higher
+            assert kept and s.key is not None, s.name
+        else:
+            assert s.name == "d_W_from_conv2d" and not kept and moved[s.name] == 0
+            i = s.position(auto[s.name].candidates[0])
+            assert space._stage_cost(s, i) > configs.CARRY_SLACK * space._stage_cost(s, 0)  # the premise
+    assert any(s.candidates[moved[s.name]] != s.candidates[0] for s in space.variants[w].stages)  # carried
+    monkeypatch.setattr(configs, "CARRY_SLACK", math.inf)  # the former carry: by name alone
+    again = dict(zip((s.name for s in space.variants[w].stages), space.carry(space.auto_config(), w)))
+    assert space.variants[w].stages[list(again).index("d_W_from_conv2d")].candidates[again["d_W_from_conv2d"]] \
+        == auto["d_W_from_conv2d"].candidates[0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_search_finds_a_pair_of_graph_decisions_only_good_together(conv, seed):
     """A device on which dropping the weight gradient's rfactor and the data gradient's pad each cost 10%, and
-    both together halve the time: no single-move variant has it, the search's probes compose it."""
+    both together halve the time: no single-move variant has it, the search's probes compose it.  Every seed:
+    before the carry above, 7 of 20 seeds found it in 40 trials (20 of 20 after)."""
     ctx, outs, ins = conv
     space, base = _fake(ctx)
 
@@ -328,7 +358,7 @@ def test_the_search_finds_a_pair_of_graph_decisions_only_good_together(conv):
 
     assert "d_W_from_conv2d" in ctx.auto.rfactor and "d_X_from_conv2d" in ctx.auto.pad  # the premise
     m = FunctionMeasurer(ctx, stage_time, base.stage_names)
-    res = pa.tune(outs, ins, measurer=m, trials=40, seed=0)
+    res = pa.tune(outs, ins, measurer=m, trials=40, seed=seed)
     assert both(res.schedule) == 0.5, res.schedule.describe()
     assert res.speedup > 1.8
     # the result says which decisions changed, as moves from auto's
