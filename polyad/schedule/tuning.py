@@ -51,7 +51,7 @@ from . import Schedule, StageSchedule
 
 __all__ = [
     "SCHEMA", "stage_key", "workload_key", "config_key", "Record", "stage_entries", "TuningLog", "read_log",
-    "measured", "relative_to", "confirmed_choice", "MARGIN", "TuningDatabase", "tuning_log", "active_database",
+    "measured", "relative_to", "confirmed_choice", "holdout_veto", "MARGIN", "TuningDatabase", "tuning_log", "active_database",
     "tuned", "Tuned",
 ]
 
@@ -844,6 +844,30 @@ def confirmed_choice(scores, auto):
     return best if scores[best] <= MARGIN * scores[auto] else auto
 
 
+def holdout_veto(chosen, auto):
+    """Whether the tuner's held-out rounds (``candidate="holdout"``: its end check's choice and auto, measured
+    again after the check) turn the choice down for auto.  The check chose the lowest of its scores, and that
+    one reads low by the choosing (eight tunings' picks read 1.025x their reported time in fresh builds, up to
+    1.06x); the held-out rounds do not, and a choice that is not faster than auto in them is not kept.
+
+    :param chosen: the choice's score in the held-out rounds (as :func:`confirmed_choice` takes scores).
+    :param auto: auto's score there.
+    :returns: True when auto is to be the result.
+    """
+    return not chosen < auto
+
+
+def _held_out_veto(held, chosen, auto):
+    """:func:`holdout_veto` on a workload's held-out records (``held``: config -> its records), or False where
+    either configuration has none: each scores its median ratio to the auto runs beside it (its median time where
+    a record was not paired)."""
+    if chosen not in held or auto not in held:
+        return False
+    rel = all(r.relative is not None for r in held[chosen] + held[auto])
+    chosen_s, auto_s = (_median([(r.relative if rel else r.time, r) for r in held[k]])[0] for k in (chosen, auto))
+    return holdout_veto(chosen_s, auto_s)
+
+
 def measured(records, workload, device):
     """The configurations already measured for a workload on a device: what a resumed search skips.
 
@@ -881,14 +905,19 @@ class TuningDatabase:
         records = list(records)
         self.sources = tuple(os.fspath(p) for p in sources)
         self.records = tuple(r for r in records if r.usable)
+        # a choice that failed in the tuner's held-out rounds gave way to auto there (a flaky build is no result)
+        failed = {(r.workload, r.device, r.config) for r in records
+                  if r.candidate == "holdout" and r.error is not None and r.stale is None}
         self.ignored = len(records) - len(self.records)
         # a configuration measured several times (the tuner's side-by-side check re-measures the best and
         # auto) counts with its median, so that one lucky run does not pick it
-        configs, stages, confirmed = {}, {}, {}
+        configs, stages, confirmed, held = {}, {}, {}, {}
         for r in self.records:
             configs.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
             if r.candidate == "confirm":
                 confirmed.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
+            elif r.candidate == "holdout":
+                held.setdefault((r.workload, r.device), {}).setdefault(r.config, []).append(r)
             for name, e in r.stages.items():
                 if e["time"] is not None:
                     sk = (e["key"], r.device, json.dumps(e["schedule"], sort_keys=True))
@@ -913,6 +942,9 @@ class TuningDatabase:
         for wd, meds in medians.items():
             if wd in checked:
                 c = confirmed_choice({c: t for c, (t, _) in meds.items()}, auto.get(wd))
+                h, a = held.get(wd, {}), auto.get(wd)
+                if c != a and a in meds and (wd + (c,) in failed or _held_out_veto(h, c, a)):
+                    c = a  # the tuner's held-out rounds turned its check's choice down
             else:
                 c = min(meds, key=lambda c: meds[c][0])
             self._best[wd] = meds[c][1]

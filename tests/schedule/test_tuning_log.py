@@ -369,6 +369,33 @@ def test_a_configuration_counts_with_its_median_and_the_tuners_check_decides():
     assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check found auto faster
 
 
+def test_the_tuners_held_out_rounds_can_turn_its_checks_choice_down():
+    """After its check, the tuner measures the choice and auto again (candidate "holdout"): where the choice is not
+    faster there, the database applies auto, as the tuner's result does; where it is, the check's choice.  Holdout
+    records do not count in the check's medians, and records of another choice than the check's do not veto it."""
+    from polyad.schedule import Schedule, StageSchedule
+    from polyad.schedule.tuning import Record, TuningDatabase, holdout_veto
+
+    a = Schedule("auto", stages={"S": StageSchedule(tile=(4,))})
+    b = Schedule("tuned", stages={"S": StageSchedule(tile=(8,))})
+    c = Schedule("tuned", stages={"S": StageSchedule(tile=(16,))})
+
+    def rec(s, t, cand):
+        return Record.of(s, "w", "dev", candidate=cand, times=[t, t], ref_times=[2.0, 2.0])
+
+    check = [rec(a, 2.0, "auto"), rec(a, 2.0, "confirm"), rec(b, 1.6, "confirm"), rec(c, 1.8, "confirm")]
+    assert TuningDatabase(check).best_schedule("w", "dev")[0].stages == b.stages
+    slower = [rec(a, 2.0, "holdout"), rec(b, 2.1, "holdout")] * 3
+    assert TuningDatabase(check + slower).best_schedule("w", "dev")[0].stages == a.stages
+    faster = [rec(a, 2.0, "holdout"), rec(b, 1.9, "holdout")] * 3
+    assert TuningDatabase(check + faster).best_schedule("w", "dev")[0].stages == b.stages
+    other = [rec(a, 2.0, "holdout"), rec(c, 3.0, "holdout")] * 3  # c was not the check's choice
+    assert TuningDatabase(check + other).best_schedule("w", "dev")[0].stages == b.stages
+    broke = Record.of(b, "w", "dev", candidate="holdout", error="BuildError: it failed once")
+    assert TuningDatabase(check + faster + [broke]).best_schedule("w", "dev")[0].stages == a.stages  # as the tuner
+    assert holdout_veto(1.0, 1.0) and holdout_veto(1.01, 1.0) and not holdout_veto(0.99, 1.0)
+
+
 def test_the_ratio_to_auto_is_the_median_of_each_run_over_the_auto_run_beside_it():
     """The machine switches between two speeds 2x apart from one run to the next.  Every run of this candidate
     takes what the auto run beside it takes, except two that ran in the fast mode beside auto runs in the slow

@@ -51,12 +51,23 @@ def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
     # every run was timed beside a run of the measurer's own auto module, kept from its reference trial; auto's
     # trial in the search is its own reference, its fresh modules in the check are paired like the candidates'
     assert all(len(r.ref_times) == len(r.times) > 0 and r.relative > 0 for r in recs)
-    assert all(r.ref_times == r.times for r in recs if r.config == recs[0].config and r.candidate != "confirm")
-    assert all(r.ref_times != r.times for r in confirm)
+    holdout = [r for r in recs if r.candidate == "holdout"]
+    assert all(r.ref_times == r.times for r in recs
+               if r.config == recs[0].config and r.candidate not in ("confirm", "holdout"))
+    assert all(r.ref_times != r.times for r in confirm + holdout)
     assert any(r.ref_times != r.times for r in recs)
+    # where the check chose a candidate, it and auto again, 5 rounds in alternating order: the speed-up reported
+    assert len(holdout) in (0, 10)
+    if holdout:
+        chosen = holdout[1].config
+        assert [r.config for r in holdout] == [recs[0].config, chosen, chosen, recs[0].config] * 2 + [recs[0].config, chosen]
+        assert chosen in {r.config for r in confirm} and chosen != recs[0].config
+        assert res.schedule.name == "auto" or config_key(res.schedule) == chosen
+    else:
+        assert res.schedule.name == "auto"
     # the race measures the search's fastest (only when more beat auto than the check takes) once more
     race = [r for r in recs if r.candidate == "race"]
-    recs = [r for r in recs if r.candidate not in ("confirm", "race")]
+    recs = [r for r in recs if r.candidate not in ("confirm", "race", "holdout")]
     assert len(race) in (0, 4, 5) and {r.config for r in race} <= {r.config for r in recs[1:]}
     assert len(recs) == 6 and recs[0].candidate == "auto" and all(r.name == "dense" for r in recs)
     assert all(r.error is None and r.time > 0 for r in recs)
@@ -174,7 +185,7 @@ def test_the_cli_tunes_a_workload_and_prints_the_schedule_and_table(tmp_path, ca
     assert rc == 0, out
     assert "schedule 'auto'" in out or "schedule 'tuned'" in out
     assert "speed-up" in out and "total (one run, median)" in out and "trials" in out
-    assert len([r for r in read_log(log) if r.candidate != "confirm"]) == 4
+    assert len([r for r in read_log(log) if r.candidate not in ("confirm", "holdout")]) == 4
     rc = main(["tune", "--workload", "nope", "--shapes", "tiny", "--no-progress"])
     assert rc == 2 and "unknown workload" in capsys.readouterr().err
 
@@ -187,7 +198,7 @@ def test_dask_local_cluster_builds_and_measures_on_its_workers(tmp_path):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, \
                 distributed.Client(c) as client:
             res = pa.tune(outs, ins, trials=4, workers=client, log=tmp_path / "dask.jsonl", repeat=2)
-    recs = [r for r in read_log(tmp_path / "dask.jsonl") if r.candidate != "confirm"]
+    recs = [r for r in read_log(tmp_path / "dask.jsonl") if r.candidate not in ("confirm", "holdout")]
     assert len(recs) == 4 and all(r.error is None for r in recs), [r.error for r in recs]
     assert all(r.device == res.device for r in recs)
     assert res.time <= res.auto_time

@@ -401,11 +401,13 @@ def test_the_final_check_takes_turns_at_going_first(tmp_path):
     m.measure = spy
     res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=tmp_path / "l.jsonl", confirm=4)
     assert res.schedule.name == "tuned"  # the fake device's quirks: some candidate beats auto
-    rounds = order[-4:]
+    rounds, held = order[-8:-4], order[-4:]
     assert rounds[0][0] == config_key(ctx.auto) and 2 < len(rounds[0]) <= 1 + CONFIRM_TOP
     assert all(r[1:] + r[:1] == nxt for r, nxt in zip(rounds, rounds[1:]))
     # the fake device times each config alike every time: the check keeps the search's fastest
     assert config_key(res.schedule) == rounds[0][1]
+    # then the choice and auto again, in alternating order (the held-out rounds, whose figure is reported)
+    assert held == [[rounds[0][0], rounds[0][1]], [rounds[0][1], rounds[0][0]]] * 2
 
 
 def test_a_drifting_machine_searches_as_a_steady_one_by_the_ratio_to_auto():
@@ -574,6 +576,57 @@ def test_the_check_scores_fresh_modules_of_auto_so_the_kept_one_cancels(tmp_path
     if chosen:
         assert res.schedule.name == "tuned" and res.speedup == pytest.approx(1 / factor, rel=1e-9)
         assert best.config == config_key(res.schedule) != auto_key
+    else:
+        assert res.schedule.name == "auto" and res.speedup == 1.0
+        assert best.config == auto_key
+
+
+@pytest.mark.parametrize("held, chosen", [(0.95, True), (1.0, False), (None, False)])
+def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choice_down(tmp_path, held, chosen):
+    """The check chooses the lowest of its scores, and that one reads low by the choosing (winner's curse).  Its
+    choice and auto are measured again (``candidate="holdout"``): here every candidate reads 0.80x auto in the
+    check, and the choice reads ``held`` in the held-out rounds.  0.95: it stays, reported at 1/0.95, not 1/0.80;
+    1.0: not faster, auto is the result; None: it fails to build there, auto is the result.  The database decides
+    alike."""
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import TuningDatabase, config_key, read_log, workload_key
+    from polyad.tuner.measure import Trial
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False
+    inner = m.measure
+    auto_time = inner([ctx.auto])[0].time
+    auto_key = config_key(ctx.auto)
+    checks = []  # the paired (end check) calls so far: the first three are the check's rounds, then the held-out
+
+    def measure(schedules, pair_same=False):
+        if pair_same:
+            checks.append([config_key(s) for s in schedules])
+        out = []
+        for s, t in zip(schedules, inner(schedules)):
+            if held is None and len(checks) > 3 and config_key(s) != auto_key:
+                out.append(Trial(error="BuildError: the compiler aborted", device=t.device))
+                continue
+            if t.ok and config_key(s) != auto_key:
+                x = (held if len(checks) > 3 else 0.8) * auto_time if pair_same else t.time
+                t = replace(t, time=x, times=(x,) * 3, stages={k: v * x / t.time for k, v in t.stages.items()})
+            out.append(replace(t, ref_times=(auto_time,) * 3) if t.ok else t)
+        return out
+
+    m.measure = measure
+    log = tmp_path / "l.jsonl"
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=3)
+    assert len(checks[0]) > 2 and len(checks) == 6  # the check's three rounds of several, then three of two
+    choice = checks[0][1]  # ties in the check: the search's fastest first
+    assert checks[3:] == [[auto_key, choice], [choice, auto_key], [auto_key, choice]]
+    recs = [r for r in read_log(log) if r.candidate == "holdout"]
+    assert [r.config for r in recs] == [c for pair in checks[3:] for c in pair]
+    best = TuningDatabase.from_logs(log).best_schedule(workload_key(ctx.outputs, ctx.inputs), m.device_key)[1]
+    if chosen:
+        assert config_key(res.schedule) == choice and res.speedup == pytest.approx(1 / held, rel=1e-9)
+        assert best.config == choice
     else:
         assert res.schedule.name == "auto" and res.speedup == 1.0
         assert best.config == auto_key
