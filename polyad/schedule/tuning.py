@@ -51,8 +51,8 @@ from . import Schedule, StageSchedule
 
 __all__ = [
     "SCHEMA", "stage_key", "workload_key", "config_key", "Record", "stage_entries", "TuningLog", "read_log",
-    "measured", "relative_to", "confirmed_choice", "holdout_veto", "MARGIN", "TuningDatabase", "tuning_log", "active_database",
-    "tuned", "Tuned",
+    "measured", "relative_to", "confirmed_choice", "holdout_veto", "MARGIN", "TuningDatabase", "tuning_log",
+    "active_database", "tuned", "Tuned",
 ]
 
 SCHEMA = 1
@@ -943,7 +943,8 @@ class TuningDatabase:
             if wd in checked:
                 c = confirmed_choice({c: t for c, (t, _) in meds.items()}, auto.get(wd))
                 h, a = held.get(wd, {}), auto.get(wd)
-                if c != a and a in meds and (wd + (c,) in failed or _held_out_veto(h, c, a)):
+                vetoed = wd + (c,) in failed or _held_out_veto(h, c, a)
+                if c != a and a in meds and wd + (a,) not in failed and vetoed:
                     c = a  # the tuner's held-out rounds turned its check's choice down
             else:
                 c = min(meds, key=lambda c: meds[c][0])

@@ -455,22 +455,35 @@ class _Session:
         ``candidate="holdout"``: the figure reported, and a veto.  The check's own figure is its choice's lowest of
         ``CONFIRM_TOP`` noisy scores, which reads low (winner's curse): eight tunings' picks read 0.99-1.06x their
         reported time in fresh builds, 1.025x on average.  The choice stands where it reads faster than auto here;
-        else (or where it fails here) auto is the result.  A tuning database decides alike (``holdout_veto``)."""
-        from ..schedule.tuning import holdout_veto
+        else (or where it fails here) auto is the result.  A tuning database decides alike (``holdout_veto``), on
+        the same records, also where Ctrl-C stopped the rounds."""
+        got, failed = {auto[0]: [], chosen[0]: []}, set()
 
-        got = {auto[0]: [], chosen[0]: []}
-        for r in range(rounds):
-            pair = [auto, chosen] if r % 2 == 0 else [chosen, auto]
-            for (c, s), t in zip(pair, self._measure([s for _, s in pair], pair_same=True)):
-                self._write(c, s, t, "holdout")
-                if t.ok:
-                    got[c].append(t)
-        a, b = got[auto[0]], got[chosen[0]]
-        if len(a) < rounds:
-            return self.confirmed  # auto itself failed here: the check's figures stand
-        if len(b) < rounds or holdout_veto(score(b), score(a)):
-            return (_median_trial(a), _median_trial(a), auto[0], 1.0)
-        return (_median_trial(a), _median_trial(b), chosen[0], score(b) / score(a))
+        def verdict():
+            """The result by the rounds measured so far (Ctrl-C may come between two): the database reads the same
+            records and decides alike."""
+            from ..schedule.tuning import holdout_veto
+
+            a, b = got[auto[0]], got[chosen[0]]
+            if auto[0] in failed or not a:
+                return self.confirmed  # auto itself failed here, or nothing was measured: the check's figures stand
+            if chosen[0] in failed or (b and holdout_veto(score(b), score(a))):
+                return (_median_trial(a), _median_trial(a), auto[0], 1.0)
+            return (_median_trial(a), _median_trial(b), chosen[0], score(b) / score(a)) if b else self.confirmed
+
+        try:
+            for r in range(rounds):
+                pair = [auto, chosen] if r % 2 == 0 else [chosen, auto]
+                for (c, s), t in zip(pair, self._measure([s for _, s in pair], pair_same=True)):
+                    if t.ok:
+                        got[c].append(t)
+                    else:
+                        failed.add(c)
+                    self._write(c, s, t, "holdout")
+        except KeyboardInterrupt:
+            self.confirmed = verdict()
+            raise
+        return verdict()
 
     def close(self):
         if self.writer is not None:

@@ -581,13 +581,14 @@ def test_the_check_scores_fresh_modules_of_auto_so_the_kept_one_cancels(tmp_path
         assert best.config == auto_key
 
 
-@pytest.mark.parametrize("held, chosen", [(0.95, True), (1.0, False), (None, False)])
-def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choice_down(tmp_path, held, chosen):
+@pytest.mark.parametrize("held, chosen, stop", [(0.95, True, None), (1.0, False, None), (None, False, None),
+                                                (0.95, True, 5), (1.0, False, 5)])
+def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choice_down(tmp_path, held, chosen, stop):
     """The check chooses the lowest of its scores, and that one reads low by the choosing (winner's curse).  Its
     choice and auto are measured again (``candidate="holdout"``): here every candidate reads 0.80x auto in the
     check, and the choice reads ``held`` in the held-out rounds.  0.95: it stays, reported at 1/0.95, not 1/0.80;
     1.0: not faster, auto is the result; None: it fails to build there, auto is the result.  The database decides
-    alike."""
+    alike, also where Ctrl-C stops the held-out rounds (``stop``: at the fifth paired call, the second round)."""
     from dataclasses import replace
 
     from polyad.schedule.tuning import TuningDatabase, config_key, read_log, workload_key
@@ -604,6 +605,8 @@ def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choi
     def measure(schedules, pair_same=False):
         if pair_same:
             checks.append([config_key(s) for s in schedules])
+            if len(checks) == stop:
+                raise KeyboardInterrupt
         out = []
         for s, t in zip(schedules, inner(schedules)):
             if held is None and len(checks) > 3 and config_key(s) != auto_key:
@@ -617,12 +620,18 @@ def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choi
 
     m.measure = measure
     log = tmp_path / "l.jsonl"
-    res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=3)
-    assert len(checks[0]) > 2 and len(checks) == 6  # the check's three rounds of several, then three of two
+    if stop:
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=3)
+        assert res.interrupted and len(checks) == stop
+    else:
+        res = pa.tune(ctx.outputs, ctx.inputs, trials=12, measurer=m, log=log, confirm=3)
+        assert len(checks) == 6  # the check's three rounds of several, then three of two
+    assert len(checks[0]) > 2
     choice = checks[0][1]  # ties in the check: the search's fastest first
-    assert checks[3:] == [[auto_key, choice], [choice, auto_key], [auto_key, choice]]
+    assert checks[3:] == [[auto_key, choice], [choice, auto_key], [auto_key, choice]][:len(checks) - 3]
     recs = [r for r in read_log(log) if r.candidate == "holdout"]
-    assert [r.config for r in recs] == [c for pair in checks[3:] for c in pair]
+    assert [r.config for r in recs] == [c for pair in checks[3:(stop or 7) - 1] for c in pair]
     best = TuningDatabase.from_logs(log).best_schedule(workload_key(ctx.outputs, ctx.inputs), m.device_key)[1]
     if chosen:
         assert config_key(res.schedule) == choice and res.speedup == pytest.approx(1 / held, rel=1e-9)
