@@ -538,6 +538,17 @@ def test_the_check_replaces_auto_only_past_the_margin():
     assert confirmed_choice({}, "auto") == "auto"
 
 
+def _checked_fake():
+    """The conv backward on a fake device whose end check runs (``deterministic`` off): ``(ctx, measurer, its
+    own measure, auto's time, auto's config key)``, for a test to wrap the measure."""
+    from polyad.schedule.tuning import config_key
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    _, m = _fake(ctx)
+    m.deterministic = False
+    return ctx, m, m.measure, m.measure([ctx.auto])[0].time, config_key(ctx.auto)
+
+
 @pytest.mark.parametrize("factor, chosen", [(0.99, False), (0.90, True)])
 def test_the_check_scores_fresh_modules_of_auto_so_the_kept_one_cancels(tmp_path, factor, chosen):
     """Every figure of a search is relative to one kept module of auto, and this one reads 5% slow (modules of one
@@ -548,12 +559,7 @@ def test_the_check_scores_fresh_modules_of_auto_so_the_kept_one_cancels(tmp_path
 
     from polyad.schedule.tuning import TuningDatabase, config_key, workload_key
 
-    ctx = graph_context(*_conv_backward(), ZEN5)
-    _, m = _fake(ctx)
-    m.deterministic = False
-    inner = m.measure
-    auto_time = inner([ctx.auto])[0].time
-    auto_key = config_key(ctx.auto)
+    ctx, m, inner, auto_time, auto_key = _checked_fake()
     kept = tuple(1.05 * auto_time for _ in range(3))
 
     def measure(schedules, pair_same=False):
@@ -595,12 +601,7 @@ def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choi
     from polyad.schedule.tuning import TuningDatabase, config_key, read_log, workload_key
     from polyad.tuner.measure import Trial
 
-    ctx = graph_context(*_conv_backward(), ZEN5)
-    _, m = _fake(ctx)
-    m.deterministic = False
-    inner = m.measure
-    auto_time = inner([ctx.auto])[0].time
-    auto_key = config_key(ctx.auto)
+    ctx, m, inner, auto_time, auto_key = _checked_fake()
     checks = []  # the paired (end check) calls so far: the first three are the check's rounds, then the held-out
 
     def measure(schedules, pair_same=False):
