@@ -17,13 +17,34 @@ from ..te.memo import Recent
 from .tree import GRID_MARK, KERNEL_MARK
 
 
+class _Ast:
+    """A work-item's isl AST, built when first asked for: a kernel whose C text a :class:`~polyad.codegen.KernelMemo`
+    holds is never printed, and isl's AST generation is most of code generation (a padded copy's, up to 1.5 s)."""
+
+    def __init__(self, context, schedule):
+        self._args, self._node = (context, schedule), None
+
+    @property
+    def node(self):
+        if self._node is None:
+            context, schedule = self._args
+            self._node = isl.AstBuild.from_context(context).node_from_schedule(schedule)
+            self._args = None
+        return self._node
+
+
 @dataclass(frozen=True, eq=False)
 class LoweredKernel:
     spec: object  # tree.KernelSpec
-    ast: object  # isl.AstNode of one work-item
+    lazy_ast: object  # _Ast: the isl.AstNode of one work-item, built on first use
     grid_params: tuple  # names of the parameters bound to the NDRange, outermost first
     grid_box: tuple  # (lo, size) per grid dim, outermost first
     key: str = None  # the kernel's own schedule as isl text, which the AST is a function of (None: lowered in the tree)
+
+    @property
+    def ast(self):
+        """The isl.AstNode of one work-item."""
+        return self.lazy_ast.node
 
 
 def kernel_nodes(schedule):
@@ -63,7 +84,7 @@ def lower_kernel(spec, node):
     rest = grid_mark.delete()
     if n == 0:
         sched = rest.get_schedule().intersect_domain(domain)
-        return LoweredKernel(spec, isl.AstBuild.from_context(isl.Set("{ : }")).node_from_schedule(sched), (), ())
+        return LoweredKernel(spec, _Ast(isl.Set("{ : }"), sched), (), ())
     grid = band.band_get_partial_schedule_union_map().intersect_domain(domain)
     rest = rest.delete()
     params = tuple(f"gid{d}" for d in range(n))
@@ -79,11 +100,11 @@ def lower_kernel(spec, node):
     sched = rest.get_schedule().intersect_domain(inst)
     cons = " and ".join(f"{lo} <= {p} < {lo + size}" for p, (lo, size) in zip(params, box))
     context = isl.Set(f"[{', '.join(params)}] -> {{ : {cons} }}")
-    ast = isl.AstBuild.from_context(context).node_from_schedule(sched)
-    return LoweredKernel(spec, ast, params, tuple(box))
+    return LoweredKernel(spec, _Ast(context, sched), params, tuple(box))
 
 
-#: kernel schedule (isl text) -> (AST, grid params, grid box): the most recent 256 kernels' ASTs
+#: kernel schedule (isl text) -> (_Ast, grid params, grid box): the most recent 256 kernels' ASTs, each built when
+#: first printed
 _MEMO = Recent(256)
 
 
@@ -98,7 +119,7 @@ def _lowered(spec, node, own):
     hit = _MEMO.get(key)
     if hit is None:
         k = lower_kernel(spec, node)
-        hit = _MEMO.put(key, (k.ast, k.grid_params, k.grid_box))
+        hit = _MEMO.put(key, (k.lazy_ast, k.grid_params, k.grid_box))
     return LoweredKernel(spec, *hit, key)
 
 

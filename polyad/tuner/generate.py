@@ -33,13 +33,15 @@ class Programs:
     :param outputs: the graph's outputs, cut and uniquely named (as the tuner plans them).
     :param inputs: the build's inputs.
     :param wide: the build's index width (``program_for``'s).
+    :param kernel_dir: a folder of written kernels shared with other processes (:class:`~polyad.codegen.KernelMemo`'s
+        ``directory``), or None.
     """
 
-    def __init__(self, outputs, inputs, wide):
+    def __init__(self, outputs, inputs, wide, kernel_dir=None):
         from ..codegen import KernelMemo
 
         self.outputs, self.inputs, self.wide = list(outputs), list(inputs), wide
-        self.kernels = KernelMemo()
+        self.kernels = KernelMemo(directory=kernel_dir)
 
     def __call__(self, schedule):
         """The :class:`~polyad.codegen.Program` of ``schedule`` (a resolved Schedule).
@@ -83,16 +85,22 @@ class GeneratorPool:
     :param inputs: the build's inputs.
     :param wide: the index width the build uses (``polyad.pipeline.program_for``'s).
     :param workers: processes run at once.
+
+    The workers share the kernels they write through a temporary folder (:class:`~polyad.codegen.KernelMemo`), removed
+    by :meth:`close`: a candidate dealt to one worker reuses what the other wrote for an earlier one.
     """
 
     def __init__(self, outputs, inputs, wide, workers):
+        import tempfile
+
         # one pickle: the placeholders the outputs read are the inputs' objects
         try:
             graph = pickle.dumps((list(outputs), list(inputs)))
         except (RecursionError, pickle.PicklingError, TypeError, AttributeError) as e:
             raise GraphNotSent(f"the graph cannot be sent to code generation workers: {type(e).__name__}: "
                                f"{str(e)[:200]}") from None
-        hello = {"graph": base64.b64encode(graph).decode(), "wide": wide}
+        self.kernel_dir = tempfile.mkdtemp(prefix="polyad-kernels-")
+        hello = {"graph": base64.b64encode(graph).decode(), "wide": wide, "kernel_dir": self.kernel_dir}
         self.outputs, self.inputs = list(outputs), list(inputs)
         self._workers = [_Worker(hello) for _ in range(max(1, int(workers)))]
 
@@ -124,8 +132,13 @@ class GeneratorPool:
         return [p if isinstance(p, str) else program_from_data(p, self.outputs, self.inputs) for p in got]
 
     def close(self):
+        import shutil
+
         for w in self._workers:
             w.close()
+        if self.kernel_dir is not None:
+            shutil.rmtree(self.kernel_dir, ignore_errors=True)
+            self.kernel_dir = None
 
 
 def _serve():
@@ -137,7 +150,7 @@ def _serve():
     sys.stdout = sys.stderr  # nothing else may write into the answer channel
     hello = json.loads(sys.stdin.readline())
     outputs, inputs = pickle.loads(base64.b64decode(hello["graph"]))
-    programs = Programs(outputs, inputs, hello["wide"])
+    programs = Programs(outputs, inputs, hello["wide"], hello.get("kernel_dir"))
     out.write("{}\n")
     out.flush()
     for line in sys.stdin:

@@ -184,3 +184,50 @@ def test_a_worker_that_dies_mid_generation_costs_its_candidate():
         assert not isinstance(pool.programs([Schedule("naive")], timeout=120)[0], str)
     finally:
         pool.close()
+
+
+def test_processes_share_written_kernels_through_a_folder_and_skip_isl_for_them(tmp_path, monkeypatch):
+    """Two ``Programs`` (two workers' memos) on one folder: the second takes every kernel the first wrote, prints
+    the same program, and builds no isl AST for them (the AST is built when a kernel is printed).  A file torn or
+    emptied is a miss: the kernel is written again, the same."""
+    import importlib
+
+    from polyad.te.memo import Recent
+    from polyad.tuner.generate import Programs
+
+    lower = importlib.import_module("polyad.codegen.lower")  # the module; the package's name is its function
+
+    outs, ins = _graph()
+    scheds = _schedules(outs)
+    built = []
+    node = lower._Ast.node.fget
+
+    def counted(self):
+        if self._node is None:
+            built.append(1)
+        return node(self)
+
+    monkeypatch.setattr(lower._Ast, "node", property(counted))
+    monkeypatch.setattr(lower, "_MEMO", Recent(256))
+    first = [Programs(outs, ins, None, str(tmp_path))(s).source for s in scheds]
+    assert built and len(list(tmp_path.glob("*.json"))) >= len(built)  # a file per kernel (kernels may share an AST)
+    built.clear()
+    monkeypatch.setattr(lower, "_MEMO", Recent(256))  # another process: nothing lowered here yet
+    second = Programs(outs, ins, None, str(tmp_path))
+    assert [second(s).source for s in scheds] == first and not built
+    assert second.kernels.misses == 0
+    for f in list(tmp_path.glob("*.json"))[:2]:
+        f.write_text('{"source": "__kernel void tor')
+    monkeypatch.setattr(lower, "_MEMO", Recent(256))
+    third = Programs(outs, ins, None, str(tmp_path))
+    assert [third(s).source for s in scheds] == first and len(built) >= 1 and third.kernels.misses >= 1
+    assert all(f.read_text().endswith("}") for f in tmp_path.glob("*.json"))  # written whole again
+
+
+def test_a_pools_workers_share_a_folder_that_closing_removes(pool_and_graph):
+    pool, outs, ins = pool_and_graph
+    folder = pathlib.Path(pool.kernel_dir)
+    got = pool.programs(_schedules(outs), timeout=120)
+    assert all(not isinstance(p, str) for p in got) and list(folder.glob("*.json"))
+    pool.close()
+    assert not folder.exists() and pool.kernel_dir is None
