@@ -148,15 +148,16 @@ class KernelMemo:
     text): kernels of another program, or another graph's, are taken where their keys are equal.  Holds the
     ``size`` most recently used (a kernel's text is up to a few hundred KB, a GPU's scalar blocks).
 
-    ``directory``: a folder the memo also reads and writes, one file a kernel, which processes share: the tuner's
-    code generation workers, each with its own memo, wrote a kernel the other had written (conv2d_3x3: 143 kernels
-    lowered by two workers where one process lowered 112), and isl's AST of a padded copy takes up to 1.5 s.  A
-    kernel taken from there is not lowered at all (:class:`~polyad.codegen.lower.LoweredKernel`'s AST is built when
-    printed).  A file that does not read back is a miss."""
+    ``store``: where the memo also reads and writes, which processes share (``read(name)`` -> a JSON payload or None,
+    ``write(name, payload)``; :class:`polyad.tuner.generate.Programs` gives its workers a folder of checksummed
+    records).  The tuner's code generation workers, each with its own memo, wrote kernels the other had written
+    (conv2d_3x3: 143 kernels lowered by two workers where one process lowered 112), and isl's AST of a padded copy
+    takes up to 1.5 s.  A kernel taken from the store is not lowered at all
+    (:class:`~polyad.codegen.lower.LoweredKernel`'s AST is built when printed)."""
 
-    def __init__(self, size=512, directory=None):
+    def __init__(self, size=512, store=None):
         self._recent = Recent(size)
-        self.directory = directory
+        self.store = store
         self.hits = self.misses = 0
 
     @staticmethod
@@ -168,10 +169,10 @@ class KernelMemo:
     def get(self, key):
         digest = self._digest(key)
         hit = self._recent.get(digest)
-        if hit is None and self.directory is not None:
-            hit = self._read(digest)
-            if hit is not None:
-                self._recent.put(digest, hit)
+        if hit is None and self.store is not None:
+            d = self.store.read(digest.hex())
+            if d is not None:
+                hit = self._recent.put(digest, _Written(d["source"], tuple(d["helpers"]), bool(d["fp64"])))
         if hit is None:
             self.misses += 1
         else:
@@ -180,38 +181,10 @@ class KernelMemo:
 
     def put(self, key, written):
         digest = self._digest(key)
-        if self.directory is not None:
-            self._write(digest, written)
+        if self.store is not None:
+            self.store.write(digest.hex(), {"source": written.source, "helpers": list(written.helpers),
+                                            "fp64": written.fp64})
         return self._recent.put(digest, written)
-
-    def _path(self, digest):
-        import os
-
-        return os.path.join(self.directory, digest.hex() + ".json")
-
-    def _read(self, digest):
-        import json
-
-        try:
-            with open(self._path(digest), encoding="utf-8") as f:
-                d = json.load(f)
-            return _Written(d["source"], tuple(d["helpers"]), bool(d["fp64"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # not there, or torn: written again
-
-    def _write(self, digest, written):
-        import json
-        import os
-        import tempfile
-
-        data = json.dumps({"source": written.source, "helpers": list(written.helpers), "fp64": written.fp64})
-        try:
-            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.replace(tmp, self._path(digest))  # whole or not at all, for the other processes
-        except OSError:
-            pass  # a full or vanished folder costs the sharing, not the kernel
 
 
 def _kernel(ctx, lk, names, statements, memo):

@@ -17,6 +17,7 @@ an error, and the next request starts a fresh one.
 
 import base64
 import json
+import os
 import pickle
 import sys
 
@@ -34,14 +35,14 @@ class Programs:
     :param inputs: the build's inputs.
     :param wide: the build's index width (``program_for``'s).
     :param kernel_dir: a folder of written kernels shared with other processes (:class:`~polyad.codegen.KernelMemo`'s
-        ``directory``), or None.
+        store: a checksummed record a kernel, :mod:`polyad.runtime.records`), or None.
     """
 
     def __init__(self, outputs, inputs, wide, kernel_dir=None):
         from ..codegen import KernelMemo
 
         self.outputs, self.inputs, self.wide = list(outputs), list(inputs), wide
-        self.kernels = KernelMemo(directory=kernel_dir)
+        self.kernels = KernelMemo(store=None if kernel_dir is None else _KernelFolder(kernel_dir))
 
     def __call__(self, schedule):
         """The :class:`~polyad.codegen.Program` of ``schedule`` (a resolved Schedule).
@@ -51,6 +52,24 @@ class Programs:
         from ..pipeline import program_of
 
         return program_of(self.outputs, self.inputs, schedule, self.wide, self.kernels)
+
+
+class _KernelFolder:
+    """A :class:`~polyad.codegen.KernelMemo` store: one record a kernel in ``folder``, written whole and read back
+    only where its checksum holds (a torn one is warned about and written again)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def read(self, name):
+        from ..runtime.records import read
+
+        return read(os.path.join(self.folder, name + ".json"), "written kernel")
+
+    def write(self, name, payload):
+        from ..runtime.records import write
+
+        write(os.path.join(self.folder, name + ".json"), payload, "written kernel")
 
 
 class GraphNotSent(PolyadError):
