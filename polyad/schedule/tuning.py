@@ -860,12 +860,17 @@ def holdout_veto(chosen, auto):
 def _held_out_veto(held, chosen, auto):
     """:func:`holdout_veto` on a workload's held-out records (``held``: config -> its records), or False where
     either configuration has none: each scores its median ratio to the auto runs beside it (its median time where
-    a record was not paired)."""
+    a record was not paired), as the check's records do."""
     if chosen not in held or auto not in held:
         return False
-    rel = all(r.relative is not None for r in held[chosen] + held[auto])
-    chosen_s, auto_s = (_median([(r.relative if rel else r.time, r) for r in held[k]])[0] for k in (chosen, auto))
-    return holdout_veto(chosen_s, auto_s)
+    paired = all(r.relative is not None for r in held[chosen] + held[auto])
+    return holdout_veto(*(_score(held[k], paired)[0] for k in (chosen, auto)))
+
+
+def _score(records, paired):
+    """``(median, its record)`` of some records of one configuration: by the ratio to the auto runs beside each
+    where ``paired``, else by time (the lower middle of an even count)."""
+    return _median([(r.relative if paired else r.time, r) for r in records])
 
 
 def measured(records, workload, device):
@@ -933,9 +938,7 @@ class TuningDatabase:
             paired[(w, d)] = paired.get((w, d), True) and all(r.relative is not None for _, r in runs)
         medians = {}  # (workload, device) -> {config: (median, its record)}
         for (w, d, c), runs in configs.items():
-            if paired[(w, d)]:
-                runs = [(r.relative, r) for _, r in runs]
-            medians.setdefault((w, d), {})[c] = _median(runs)
+            medians.setdefault((w, d), {})[c] = _score([r for _, r in runs], paired[(w, d)])
         # the search's first trial is auto's (candidate "auto"): where the check decides, its rule does
         auto = {(r.workload, r.device): r.config for r in self.records if r.candidate == "auto"}
         self._best, self._stages = {}, {}

@@ -185,9 +185,7 @@ class ConfigSpace:
     def model_config(self):
         """Auto's graph decisions with every stage's candidate the analytic model ranks cheapest: the model's
         own pick where a measured rule overrode it (a copy's whole rows), for the search to try early."""
-        from ..schedule.cost import stage_cost
-
-        return (0, tuple(min(range(len(s.candidates)), key=lambda i: stage_cost(s.info, s.candidates[i], self.model))
+        return (0, tuple(min(range(len(s.candidates)), key=lambda i: self._stage_cost(s, i))
                          for s in self.variants[0].stages))
 
     def schedule(self, config, name="tuned"):
