@@ -316,6 +316,17 @@ def build(outputs, inputs, schedule="auto", device=None):
     :raises BuildError: when the program does not compile even with the naive schedule (it carries the source and
         the compiler log).
     """
+    module, missed, dev = _build(outputs, inputs, schedule, device)
+    if missed:
+        tuned.warn_missed(schedule, f"the graph of {missed}", dev, stacklevel=2)
+    return module
+
+
+def _build(outputs, inputs, schedule="auto", device=None):
+    """``pa.build``'s work, with what it would warn about returned instead: ``(module, missed, device)``,
+    ``missed`` the outputs' names where ``pa.tuned(log)`` had no record of the graph (see
+    :func:`tuned.missed`; None on a program cache hit, whose build already said so), else None.  ``pa.vjp``
+    builds its two modules with it and warns once, when neither was in the log."""
     from ..runtime.module import Module
     from ..te.graph import cut
     from .programs import forget_program, load_program, program_key, store_program
@@ -336,15 +347,15 @@ def build(outputs, inputs, schedule="auto", device=None):
     program = load_program(key, key_outputs, ins) if key is not None else None
     if program is not None:
         try:
-            return Module(program, dev, single_output=single, inputs=user_inputs)
+            return Module(program, dev, single_output=single, inputs=user_inputs), None, dev
         except BuildError as e:  # a cached program that no longer builds: generate it again
             warnings.warn(f"polyad: a cached program no longer builds ({str(e).splitlines()[0]}); "
-                          "regenerating it", RuntimeWarning, stacklevel=2)
+                          "regenerating it", RuntimeWarning, stacklevel=3)  # pa.build's caller
             forget_program(key)
     # renaming rebuilds every stage of a graph with repeated names: only what is generated needs it
     renamed = _renamed(outs)
     program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs)
-    tuned.warn_if_unused(tuning, schedule, dev)
+    missed = tuned.missed(tuning, outs)
     if key is not None:
         store_program(key, program)
         after = device_model(dev)
@@ -354,7 +365,7 @@ def build(outputs, inputs, schedule="auto", device=None):
             # ("auto" is scheduled again for the narrower model instead)
             store_program(program_key(key_outputs, ins, schedule, device_key(dev) + "|" + model_token(after)
                                       + "|" + tuning.token), program)
-    return module
+    return module, missed, dev
 
 
 def _max_width(sched):

@@ -90,8 +90,17 @@ class _Counting:
         return hit
 
 
-def warn_if_unused(p, schedule, dev):
-    """pa.tuned(log) on a graph with no record for this device: say that the build is auto's."""
-    if isinstance(p.lookup, _Counting) and not p.lookup.found:
-        warnings.warn(f"polyad: {schedule!r} has no record of this graph or any of its stages on "
-                      f"{dev.name.strip()}; using the auto schedule", RuntimeWarning, stacklevel=4)
+def missed(p, outputs):
+    """What a build of ``outputs`` under :class:`Plan` ``p`` says it missed: ``"Y"`` (the outputs' names)
+    when ``pa.tuned(log)`` found no record of the graph or any of its stages, else None."""
+    if not (isinstance(p.lookup, _Counting) and not p.lookup.found):
+        return None
+    names = [t.name for t in outputs]
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def warn_missed(schedule, what, dev, stacklevel):
+    """``pa.tuned(log)`` found nothing for ``what`` (``"the graph of Y"``) on ``dev``: say the build is auto's.
+    ``stacklevel`` counts from the caller of this function, as ``warnings.warn``'s does from its own."""
+    warnings.warn(f"polyad: {schedule!r} has no record of {what}, or of any of its stages, on "
+                  f"{dev.name.strip()}; using the auto schedule", RuntimeWarning, stacklevel=stacklevel + 1)

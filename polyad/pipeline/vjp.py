@@ -263,14 +263,19 @@ def _split(grads, heads, ins, outs, single, schedule, device, save):
     """The two modules: the forward (outputs, then the residuals that are not outputs) from ``ins``,
     the backward (``grads``) from the inputs, the heads and what the forward computed."""
     from ..te.graph import residuals
-    from . import build
+    from . import _build, tuned
 
     saved = residuals(grads, heads, save=save)
     out_ids = {id(y) for y in outs}
     extra = [r for r in saved if id(r) not in out_ids]
     # a saved tensor that is also an output is read from the output's buffer: fed once
     order = outs + extra
-    fwd_module = build(order, ins, schedule=schedule, device=device)
+    fwd_module, fwd_missed, dev = _build(order, ins, schedule, device)
     fwd = VJPForward(fwd_module, ins, outs, order, single)
-    bwd_module = build(grads, ins + heads + order, schedule=schedule, device=device)
+    bwd_module, bwd_missed, _ = _build(grads, ins + heads + order, schedule, device)
+    # a log tuned on the backward alone (`polyad tune --workload`, the bench) leaves the forward to auto as
+    # meant: pa.tuned(log) warns only when it applied to neither module
+    if fwd_missed and bwd_missed:
+        tuned.warn_missed(schedule, f"pa.vjp's forward ({fwd_missed}) or backward ({bwd_missed})", dev,
+                          stacklevel=3)
     return fwd, VJPBackward(bwd_module, fwd, heads, grads)

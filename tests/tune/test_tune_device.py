@@ -119,10 +119,43 @@ def test_pa_tuned_on_a_graph_without_records_falls_back_to_auto_and_says_so(tmp_
     pa.tune(outs, ins, trials=2, log=log, workers=1, repeat=2)
     X = pa.placeholder((5, 7), name="X")
     Y = pa.compute((5,), lambda i: X[i, 0] * 3.0, name="Y")
-    with pytest.warns(RuntimeWarning, match="no record of this graph"):
+    with pytest.warns(RuntimeWarning, match="no record of the graph of Y, or of any of its stages") as rec:
         mod = pa.build(Y, [X], schedule=pa.tuned(log))
+    assert [w.filename for w in rec if "no record" in str(w.message)] == [__file__]  # the caller's line
     x = np.arange(35, dtype="float32").reshape(5, 7)
     np.testing.assert_allclose(mod(x), x[:, 0] * 3.0)
+
+
+def test_pa_vjp_with_a_log_of_its_backward_warns_only_where_neither_module_has_records(tmp_path):
+    """`polyad tune --workload` and the bench tune pa.vjp's backward: its forward is auto's as meant, unsaid.
+    A log of neither module says so once, naming both."""
+    X, W = pa.placeholder((8, 24), name="X"), pa.placeholder((16, 24), name="W")
+    Y = pa.nn.relu(pa.nn.dense(X, W))
+    H = pa.placeholder(Y.shape, name="d_Y")
+    grads = list(pa.differentiate(Y, [X, W], H))
+    saved = pa.residuals(grads, [H], save="reductions")
+    order = [Y] + [r for r in saved if r is not Y]  # pa.vjp's backward graph (the bench's backward_graph)
+    log = tmp_path / "bwd.jsonl"
+    pa.tune(grads, [X, W, H] + order, trials=2, log=log, workers=1, repeat=2)
+    x, w, h = _arrays([X, W, H])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fwd, bwd = pa.vjp(Y, [X, W], schedule=pa.tuned(log))
+        y, res = fwd(x, w)
+        dx, dw = bwd(res, h)
+    fwd_a, bwd_a = pa.vjp(Y, [X, W])
+    y_a, res_a = fwd_a(x, w)
+    np.testing.assert_allclose(y, y_a, rtol=1e-5)
+    for g, g_a in zip((dx, dw), bwd_a(res_a, h)):
+        np.testing.assert_allclose(g, g_a, rtol=1e-4, atol=1e-5)
+
+    X2 = pa.placeholder((5, 7), name="X2")
+    Y2 = pa.compute((5,), lambda i: pa.exp(X2[i, 0]) * 3.0, name="Y2")
+    with pytest.warns(RuntimeWarning, match="no record of") as rec:
+        pa.vjp(Y2, [X2], schedule=pa.tuned(log))
+    missed = [w for w in rec if "no record of" in str(w.message)]
+    assert len(missed) == 1 and missed[0].filename == __file__
+    assert "pa.vjp's forward (Y2" in str(missed[0].message) and "backward (d_X2" in str(missed[0].message)
 
 
 class _Altered(LocalMeasurer):
