@@ -127,14 +127,18 @@ class RFactor:
     :param pad: interleaved, with a factor that does not divide the axis: run the axis to the next multiple
         of the factor on zero-padded operands (:func:`polyad.schedule.graph.pad_axis`) instead of ragged
         last lanes.
-    :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave`` or
-        ``pad`` is not a bool or None.
+    :param axis_last: first read every operand that indexes the split axis elsewhere than last through a copy
+        with that index last (:func:`polyad.schedule.graph.reduction_axis_last`), so that interleaved lanes along it load
+        contiguously (a convolution's weight gradient with its partials along the batch).
+    :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave``,
+        ``pad`` or ``axis_last`` is not a bool or None.
     """
 
     factor: int
     axis: str = None
     interleave: bool = None
     pad: bool = None
+    axis_last: bool = None
 
     def __post_init__(self):
         if isinstance(self.factor, bool) or not isinstance(self.factor, int) or self.factor < 2:
@@ -145,6 +149,8 @@ class RFactor:
             raise ScheduleError(f"rfactor interleave must be true, false or null, got {self.interleave!r}")
         if self.pad is not None and not isinstance(self.pad, bool):
             raise ScheduleError(f"rfactor pad must be true, false or null, got {self.pad!r}")
+        if self.axis_last is not None and not isinstance(self.axis_last, bool):
+            raise ScheduleError(f"rfactor axis_last must be true, false or null, got {self.axis_last!r}")
 
     @classmethod
     def of(cls, spec, where="rfactor"):
@@ -152,9 +158,10 @@ class RFactor:
         if isinstance(spec, cls):
             return spec
         if isinstance(spec, dict):
-            extra = sorted(set(spec) - {"factor", "axis", "interleave", "pad"})
+            extra = sorted(set(spec) - {"factor", "axis", "interleave", "pad", "axis_last"})
             if extra or "factor" not in spec:
-                raise ScheduleError(f"{where}: expected {{'factor', 'axis', 'interleave', 'pad'}}, got {spec!r}")
+                raise ScheduleError(f"{where}: expected {{'factor', 'axis', 'interleave', 'pad', 'axis_last'}}, "
+                                    f"got {spec!r}")
             try:
                 return cls(**spec)
             except ScheduleError as e:
@@ -166,11 +173,13 @@ class RFactor:
 
     def to_data(self):
         """A bare factor when axis and form are the defaults, else an object (JSON-ready)."""
-        if self.axis is None and self.interleave is None and not self.pad:
+        if self.axis is None and self.interleave is None and not self.pad and not self.axis_last:
             return self.factor
         out = {"factor": self.factor, "axis": self.axis, "interleave": self.interleave}
         if self.pad:
             out["pad"] = True  # only when set: older schedules read and write as before
+        if self.axis_last:
+            out["axis_last"] = True
         return out
 
     def describe(self):
@@ -181,6 +190,8 @@ class RFactor:
             s += ", interleaved"
         if self.pad:
             s += ", on zero-padded operands"
+        if self.axis_last:
+            s += f", its operands read with {self.axis or 'the axis'} last"
         return s
 
 
@@ -261,7 +272,8 @@ class Schedule:
             if not isinstance(k, str):
                 raise ScheduleError(f"Schedule.rfactor: keys are stage names, got {k!r}")
             spec = RFactor.of(v, f"Schedule.rfactor: stage {k!r}")
-            rf[k] = spec if spec.axis is not None or spec.interleave is not None or spec.pad else spec.factor
+            rf[k] = spec if spec.axis is not None or spec.interleave is not None or spec.pad or spec.axis_last \
+                else spec.factor
         object.__setattr__(self, "rfactor", rf)
         object.__setattr__(self, "notes", tuple(self.notes))
 

@@ -308,7 +308,7 @@ def _named_stage(outputs, stage, what):
     return outs, op
 
 
-def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
+def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None, axis_last=None):
     """The graph of ``outputs`` with the reduction of ``stage`` split by ``factor``.
 
     ``T[o] = R_{r} f(o, r)`` (R a commutative reducer, r the largest reduction
@@ -344,6 +344,8 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
     :param interleave: True for the interleaved form, False for the blocked one, None for the default above.
     :param pad: with ``interleave`` and a factor that does not divide the extent: first run the axis to the
         next multiple of ``factor`` on zero-padded operands (:func:`pad_axis`), so that every lane is full.
+    :param axis_last: with ``interleave``: first read the operands that index the axis elsewhere than last
+        through copies with it last (:func:`reduction_axis_last`), so that the lanes load contiguously.
     :returns: the list of outputs of the rewritten graph (with the partial stage ``<stage>_rf``).
     :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
     :raises ScheduleError: when there is no stage ``stage`` or it is not a single reduction, ``factor`` is not an
@@ -366,6 +368,10 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None):
         raise ScheduleError(
             f"rfactor: stage {stage!r}, axis {split.name!r} has extent {n}; the factor {factor} must not be larger"
         )
+    if axis_last:
+        if not interleave:
+            raise ScheduleError(f"rfactor: stage {stage!r}: axis_last goes with the interleaved form")
+        return rfactor(reduction_axis_last(outs, stage, split.name), stage, factor, split.name, interleave, pad)
     if pad and n % factor:
         if not interleave:
             raise ScheduleError(f"rfactor: stage {stage!r}: pad goes with the interleaved form")
@@ -920,6 +926,27 @@ def movable(op, dim):
     return None
 
 
+def _read_moved(values, v, stage, taken, copies, made=()):
+    """``values`` with every load that has variable ``v`` as one plain index, not its last, reading a copy of its
+    tensor with that index last instead (``T[.., v, ..] -> T_t[.., v]``): one :func:`_moved_last` copy per
+    (tensor, index) in ``copies``, or the equal one among ``made`` (copies the graph has already)."""
+
+    def swap(node, rebuilt):
+        if not isinstance(node, Load) or not any(ix is v for ix in rebuilt.indices) or rebuilt.indices[-1] is v:
+            return None
+        idx = rebuilt.indices
+        e = next(k for k, ix in enumerate(idx) if ix is v)
+        key = (id(node.tensor), e)
+        if key not in copies:
+            copy = _moved_last(node.tensor, e, stage, taken)
+            copies[key] = next((o for o in made if _same_copy(o, copy)), copy)
+            if copies[key] is copy:
+                taken.add(copy.name)
+        return Load(copies[key].output(0), tuple(ix for k, ix in enumerate(idx) if k != e) + (v,))
+
+    return transform(tuple(values), swap)
+
+
 def innermost(outputs, stage, dim):
     """The graph of ``outputs`` with ``stage`` computed in a layout whose last dimension is its output dimension
     ``dim``, then copied back.
@@ -954,21 +981,7 @@ def innermost(outputs, stage, dim):
     new_stmts = []
     for st in statements_of(op):
         v = st.out_vars[dim]
-
-        def swap(node, rebuilt, v=v):  # movable(): v is one plain index of the loads that read it
-            if not isinstance(node, Load) or not any(ix is v for ix in rebuilt.indices):
-                return None
-            idx = rebuilt.indices
-            e = next(k for k, ix in enumerate(idx) if ix is v)
-            if e == len(idx) - 1:
-                return None
-            key = (id(node.tensor), e)
-            if key not in copies:
-                copies[key] = _moved_last(node.tensor, e, stage, taken)
-                taken.add(copies[key].name)
-            return Load(copies[key].output(0), tuple(ix for k, ix in enumerate(idx) if k != e) + (v,))
-
-        values = transform(tuple(st.values), swap)
+        values = _read_moved(st.values, v, stage, taken, copies)  # movable(): v is one plain index of its loads
         vars_ = tuple(st.out_vars[p] for p in perm) + tuple(st.red_vars)
         dom = rename(_permuted_domain(st, perm), vars_, st.name)
         new_stmts.append(Statement(st.name, vars_, n, dom, tuple(values), st.combiner, st.accumulate))
@@ -977,6 +990,83 @@ def innermost(outputs, stage, dim):
     axis = tuple(IterVar(f"i{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(op.shape))
     back = ComputeOp(stage, axis, (Load(moved.output(0), tuple(axis[p] for p in perm)),), "", {})
     return _replace_stage(outs, op, back)
+
+
+def axis_movable(op, axis):
+    """None if :func:`reduction_axis_last` can move reduction axis ``axis`` of stage ``op`` last in its operands,
+    else why not (words that follow "stage <name>")."""
+    from ..poly.stage import statements_of
+
+    try:
+        _reduction_form(op)
+    except ScheduleError as e:
+        return str(e).split(f"{op.name!r} ", 1)[-1]
+    (st,) = statements_of(op)
+    v = next((r for r in st.red_vars if r.name == axis), None)
+    if v is None:
+        return f"has no reduction axis {axis!r} (it has {[r.name for r in st.red_vars]})"
+    moved = False
+    for ld in post_order(tuple(st.values)):
+        if not isinstance(ld, Load):
+            continue
+        uses = [ix for ix in ld.indices if _uses(ix, v)]
+        if uses and (len(uses) != 1 or uses[0] is not v):
+            return f"reads {ld.tensor.name} with {axis!r} other than as one plain index"
+        moved = moved or (bool(uses) and ld.indices[-1] is not v)
+    return None if moved else f"reads {axis!r} last in every operand already"
+
+
+def _same_copy(a, b):
+    """Whether two of :func:`_moved_last`'s copies are the same: the same shape, and statements that read the
+    same tensors the same way over the same domains."""
+    if a.shape != b.shape or len(a.statements) != len(b.statements):
+        return False
+    for sa, sb in zip(a.statements, b.statements):
+        la = [n for n in post_order(tuple(sa.values)) if isinstance(n, Load)]
+        lb = [n for n in post_order(tuple(sb.values)) if isinstance(n, Load)]
+        if str(sa.values) != str(sb.values) or len(la) != len(lb) or not sa.domain.is_equal(sb.domain):
+            return False
+        if any(x.tensor is not y.tensor for x, y in zip(la, lb)):
+            return False
+    return True
+
+
+def reduction_axis_last(outputs, stage, axis):
+    """The graph of ``outputs`` with every operand of ``stage`` that indexes its reduction axis ``axis``
+    elsewhere than last read through a copy with that index last; the stage's domain is unchanged.
+
+    A convolution's weight gradient sums over the batch, which both operands index first::
+
+        dW[o, c, kh, kw] = sum_{b, y, x} H[b, o, y, x] * X[b, c, y + kh, x + kw]
+        H_t[o, y, x, b] = H[b, o, y, x]                                      { H[b, ..] -> H_t[.., b] }
+        X_t[c, y, x, b] = X[b, c, y, x]
+        dW[o, c, kh, kw] = sum_{b, y, x} H_t[o, y, x, b] * X_t[c, y + kh, x + kw, b]
+
+    ``rfactor(.., axis="b", interleave=True, axis_last=True)`` then gives each output a vector of partials
+    along ``b`` whose loads are whole aligned vectors, where partials along ``x`` have ragged last lanes
+    (rows of 26) and shifted loads.  The copies are :func:`innermost`'s (``<T>_t``, their own kernels; a
+    zero-padded copy's moved copy reads the unpadded tensor).
+
+    :raises ScheduleError: naming the stage when it does not exist, is not a single reduction, has no reduction
+        axis ``axis``, reads ``axis`` other than as one plain index of each load, or reads it last everywhere
+        already.
+    """
+    from ..poly.stage import PolyOp, Statement, statements_of
+
+    outs, op = _named_stage(outputs, stage, "reduction_axis_last")
+    why = axis_movable(op, axis)
+    if why:
+        raise ScheduleError(f"reduction_axis_last: stage {stage!r} {why}")
+    (st,) = statements_of(op)
+    v = next(r for r in st.red_vars if r.name == axis)
+    taken = {o.name for o in walk_ops(outs)}
+    # a copy the graph has already (innermost's, for a data gradient that reads the same H) is read, not made again
+    made = [o for o in walk_ops(outs) if isinstance(o, PolyOp) and "moved_last_for" in o.attrs]
+    values = _read_moved(st.values, v, stage, taken, {}, made)
+    new = PolyOp(stage, op.shape, tuple(op.output_dtype(i) for i in range(op.num_outputs)),
+                 (Statement(st.name, st.vars, st.n_out, st.domain, tuple(values), st.combiner, st.accumulate),),
+                 dict(getattr(op, "attrs", None) or {}))
+    return _replace_stage(outs, op, new)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1306,7 +1396,7 @@ def _validated(outs, schedule):
     split = outs
     for n in sorted(schedule.rfactor):  # once: the stages they create (n_rf, a padded split's zero-padded
         spec = RFactor.of(schedule.rfactor[n])  # operands) are what stage schedules may mention too
-        split = rfactor(split, n, spec.factor, spec.axis, spec.interleave, spec.pad)
+        split = rfactor(split, n, spec.factor, spec.axis, spec.interleave, spec.pad, spec.axis_last)
     _, after = stage_ops(split) if schedule.rfactor else (None, by_name)
     for n in sorted(schedule.inline):
         _check_inline(n, by_name, out_ops)

@@ -359,10 +359,22 @@ def graph_moves(outputs, auto, model):
     for n in sorted(set(space.space_to_depth) - s2d):
         yield Move("space_to_depth", n, True), f"space_to_depth {n}"
     for n, options in sorted(space.rfactor.items()):
-        factors = sorted({o if isinstance(o, int) else o.factor for o in options})
-        now = RFactor.of(rf[n]).factor if n in rf else None
-        for f in _spread(factors, now):
+        factors = sorted({o if isinstance(o, int) else o.factor for o in options
+                          if not (isinstance(o, RFactor) and o.axis_last)})
+        now = RFactor.of(rf[n]) if n in rf else None
+        for f in _spread(factors, now and now.factor):
             yield Move("rfactor", n, f), f"rfactor {n} by {f}"
+        # lanes along an axis moved last in the operands (per axis, one vector of the device's, or the fewest
+        # lanes): another kernel form, not a factor near auto's
+        lanes = {}
+        for o in options:
+            if isinstance(o, RFactor) and o.axis_last:
+                lanes.setdefault(o.axis, []).append(o)
+        for ax, os_ in sorted(lanes.items()):
+            fit = [o for o in os_ if o.factor <= max(model.vector_width, 1)]
+            o = max(fit, key=lambda o: o.factor) if fit else min(os_, key=lambda o: o.factor)
+            if o != now:
+                yield Move("rfactor", n, o), f"rfactor {n} by {o.describe()}"
     for n in sorted(space.inline):
         yield Move("inline", n, n not in inline), ("materialise " if n in inline else "inline ") + n
 

@@ -133,26 +133,35 @@ def test_auto_reads_de_interleaved_copies_for_the_stride_3_weight_gradient_only(
             s = auto_schedule(outs, device=ZEN5)
             if s.space_to_depth:
                 got[name, kind] = s
-    # the autodiff gradient and the hand-written TE one alike: the rule reads structure, not names; the forward
-    # by strided_windows (its outputs' stride)
-    assert set(got) == {("conv2d_5x5_s3", "bwd"), ("conv2d_5x5_s3", "hand"), ("conv2d_5x5_s3", "fwd")}
+    # the forward by strided_windows (its outputs' stride); the weight gradients' lanes run along the batch there
+    # (rfactor_batch_lanes), whose copies are read at unit stride whatever the stride along x
+    assert set(got) == {("conv2d_5x5_s3", "fwd")}
     fwd = got["conv2d_5x5_s3", "fwd"]
     assert fwd.space_to_depth == {"conv2d"} and any(n.startswith("space_to_depth conv2d: its outputs read")
                                                       for n in fwd.notes)
     assert fwd.stages["conv2d"] == StageSchedule(tile=(1, 4, 1, 19))  # then a box reduction: box_rows
-    s = got["conv2d_5x5_s3", "bwd"]
-    assert s.space_to_depth == {"d_W_from_conv2d"}
-    # the copy makes the reads along x unit-stride: rfactor_lanes interleaves them, copy_rows blocks the copy
-    spec = RFactor.of(s.rfactor["d_W_from_conv2d"])
-    assert spec.axis == "x" and spec.pad  # 19 columns: 3 ragged lanes of 8, padded to 24
-    assert any(n.startswith("space_to_depth d_W_from_conv2d") for n in s.notes)
-    # the copy's rows: 20 columns, run to 25 for the padded lanes (x + kw div 3 < 25), in float4 rows of 28
-    assert s.stages["conv2d_pad_s2d"].tile[-1] == 28
+    # with a batch under two vectors (8 on 16 lanes), the weight gradient reads a de-interleaved copy
+    # (autodiff's and the hand-written TE one's alike: the rule reads structure, not names)
+    shape = dict(WORKLOADS["conv2d_5x5_s3"].params, batch=8)
+    for kind, outs in auto_golden.graphs("conv2d_5x5_s3", shape):
+        if kind == "fwd":
+            continue
+        s = auto_schedule(outs, device=ZEN5)
+        dw = "d_W_from_conv2d" if kind == "bwd" else "conv_dW"
+        assert s.space_to_depth == {dw}, kind
+        if kind != "bwd":
+            continue
+        # the copy makes the reads along x unit-stride: rfactor_lanes interleaves them, copy_rows blocks the copy
+        spec = RFactor.of(s.rfactor[dw])
+        assert spec.axis == "x" and spec.pad  # 19 columns: 3 ragged lanes of 8, padded to 24
+        assert any(n.startswith("space_to_depth d_W_from_conv2d") for n in s.notes)
+        # the copy's rows: 20 columns, run to 25 for the padded lanes (x + kw div 3 < 25), in float4 rows of 28
+        assert s.stages["conv2d_pad_s2d"].tile[-1] == 28
     # not at tiny shapes (the copy would not pay), not on the GPU model (not measured there)
     tiny = dict(auto_golden.graphs("conv2d_5x5_s3", auto_golden.TINY["conv2d_5x5_s3"]))["bwd"]
     assert not auto_schedule(tiny, device=ZEN5).space_to_depth
     gpu = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
-    assert not auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=gpu).space_to_depth
+    assert not auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", shape))["bwd"], device=gpu).space_to_depth
 
 
 def test_the_tuner_space_offers_space_to_depth_both_ways():
@@ -208,9 +217,11 @@ def test_copy_rows_blocks_plain_copies_only():
     0.45 ms, before fold_crops made the crop compute the gradient itself); a max-pool gradient (its selects
     read the argmax), an avg-pool gradient (an inlined H/4) and flatten (a reshape: aliased, no kernel) are
     left to the model."""
-    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
+    shape = dict(WORKLOADS["conv2d_5x5_s3"].params, batch=8)  # the weight gradient's lanes along x, H padded
+    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", shape))["bwd"], device=ZEN5)
     assert s.stages["H_pad"].tile[-2:] == (1, 24) and s.stages["H_pad"].vectorize == 8
     assert any(n.startswith("H_pad:") and "a copy: whole rows of 24" in n for n in s.notes)
+    s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
     # the crop computes the data gradient (folded): a reduction, not a copy
     assert s.fold == {"d_X_from_conv2d_pad"} and s.innermost == {"d_X_from_conv2d_pad": 0}
     assert s.stages["d_X_from_conv2d_pad_t"].phase == (1, 3, 3, 1)

@@ -90,19 +90,20 @@ def test_channel_tiles_and_more_unrolls_are_legal_and_build():
 def test_rfactor_forms_of_the_space_are_legal_and_build():
     kinds = set()
     for size in (12, 18):  # dW reduces over y and x of 10 (8 and 4 do not divide it) or 16 (they do)
-        grads, ins, feeds = _conv(size=size)
+        grads, ins, feeds = _conv(size=size, batch=8)  # 8: dW's lanes along the batch (axis_last) too
         ref = pa.evaluate(grads, feeds)
         space = candidate_space(grads, device=ZEN5)
         forms = {}
         for n, fs in space.rfactor.items():
             for f in fs:
                 if isinstance(f, RFactor):
-                    forms.setdefault((f.axis, f.interleave), (n, f))
-        assert len({axis for axis, _ in forms}) >= 2  # other axes than the largest
-        kinds |= {form for _, form in forms}
-        for n, f in forms.values():
-            _close(pa.build(grads, ins, schedule=Schedule(rfactor={n: f}))(*[feeds[t] for t in ins]), ref)
-    assert kinds == {True, False, None}
+                    forms.setdefault((f.axis, f.interleave, bool(f.axis_last)), (n, f))
+        assert len({axis for axis, _, _ in forms}) >= 2  # other axes than the largest
+        kinds |= {form[1:] for form in forms}
+        for n, f in forms.values():  # the options of a paddable stage are those of its padded sum
+            s = Schedule(rfactor={n: f}, pad={n} if n in space.pad else ())
+            _close(pa.build(grads, ins, schedule=s)(*[feeds[t] for t in ins]), ref)
+    assert kinds == {(True, False), (False, False), (None, False), (True, True)}
 
 
 def _blocks(info, ss):
