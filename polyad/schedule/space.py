@@ -33,8 +33,7 @@ from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, block_count, stage_info
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
-                    axis_padding,
-                    fold, foldable, inlinable, inline, innermost, movable, pad_reads,
+                    axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
                     paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
@@ -292,8 +291,8 @@ def _strided_operands(op, info, dm):
         return []
     if not op.shape or op.shape[-1] >= max(dm.vector_width, 1):
         return []  # vectors run along the outputs, not along the strided reduction (a dilated convolution)
-    if _batch_lane_axis(op, dm) is not None:
-        return []  # lanes along the batch load whole vectors whatever the stride (rfactor_batch_lanes)
+    if _rfactor_batch_lanes(op, info, dm):
+        return []  # lanes along the batch load whole vectors whatever the stride
     # strided along the rows the lanes would load, the innermost output beside the stride (X[3x + kw])
     inner = _statement(op).out_vars[-1]
     found = [x for x in strided_reads(op) if x[1][-1] > 1 and all(_uses(l.indices[-1], inner) for l in x[2])]
@@ -537,7 +536,7 @@ def _batch_lane_axis(op, dm):
 
 
 def _rfactor_batch_lanes(op, info, dm):
-    if info is None or info.iterations < _const("rfactor_lanes", "min_iterations"):
+    if info is None or info.iterations < _const("rfactor_batch_lanes", "min_iterations"):
         return []
     a = _batch_lane_axis(op, dm)
     if a is None:
@@ -1760,13 +1759,13 @@ RULES = (
          "operand indexes elsewhere than last (the batch, at least min_vectors vectors), its operands (inputs, or "
          "zero-padded copies of inputs) read through copies with that axis last: one aligned vector of partials "
          "per output (before strided_reads' de-interleaved copy, which it makes needless)",
-         {"min_vectors": 2},
-         "PoCL, 2-core Zen 5, the backward (Module.profile totals, medians of 15 alternating rounds): conv2d_3x3 "
-         "(batch 32) 0.834x auto's lanes along x, its dW partials 0.852 -> 0.342 ms in 2x1x3x3x16 blocks, plus 0.12 "
-         "and 0.08 ms for X's and H's copies; conv2d_5x5_s3 (stride 3) 0.736x, dW partials 3.02 -> 1.33 ms "
-         "(1x1x5x5x16) and no de-interleaved copy (0.89 ms), plus 1.49 ms for the padded X's copy; conv2d_dilated "
-         "(batch 8, 8 lanes) 1.33-1.54x and lenet_step's second conv (rows of 8: whole vectors already) 1.00-1.10x, "
-         "so neither takes it",
+         {"min_vectors": 2, "min_iterations": 1 << 16},
+         "PoCL, 2-core Zen 5, the whole backward (Module.profile totals), the former auto schedule against this, 15 "
+         "alternating rounds, median ratio: conv2d_3x3 (batch 32) 0.81, its dW partials 0.85 -> 0.35 ms in "
+         "2x1x3x3x16 blocks, plus 0.12 and 0.08 ms for X's and H's copies; conv2d_5x5_s3 (stride 3) 0.80, its dW "
+         "partials 3.0 -> 0.93 ms (4x1x1x5x16) and no de-interleaved copy (0.9 ms), plus 1.5 ms for the padded X's "
+         "copy; in a prototype, conv2d_dilated (batch 8, 8 lanes) 1.33-1.54x and lenet_step's second conv (rows of "
+         "8: whole vectors already) 1.00-1.10x, so neither takes it",
          target="rfactor", propose=_rfactor_batch_lanes),
     Rule("rfactor_lanes", "graph",
          "CPU: interleave a sum whose innermost output is narrower than half a vector (than one, in a sliding "

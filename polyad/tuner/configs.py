@@ -375,8 +375,27 @@ def graph_moves(outputs, auto, model):
             o = max(fit, key=lambda o: o.factor) if fit else min(os_, key=lambda o: o.factor)
             if o != now:
                 yield Move("rfactor", n, o), f"rfactor {n} by {o.describe()}"
+        if now is not None and now.axis_last:  # and back: the lanes along the rows that auto passed over
+            rows = _lanes_along_rows(outputs, auto, n, model)
+            if rows is not None:
+                yield Move("rfactor", n, rows), f"rfactor {n} by {rows.describe()}"
     for n in sorted(space.inline):
         yield Move("inline", n, n not in inline), ("materialise " if n in inline else "inline ") + n
+
+
+def _lanes_along_rows(outputs, auto, name, model):
+    """What rule rfactor_lanes proposes for stage ``name`` (on auto's padded graph), where rfactor_batch_lanes took
+    the stage first: the tuner's way back to it; None where it proposes nothing."""
+    from ..schedule.cost import stage_info
+    from ..schedule.graph import pad_reads, stage_ops
+    from ..schedule.space import RULE
+
+    g = outputs
+    for p in sorted(auto.pad):
+        g = pad_reads(g, p)
+    op = stage_ops(g)[1].get(name)
+    props = RULE["rfactor_lanes"].propose(op, stage_info(op), model) if op is not None else []
+    return props[0][0] if props else None
 
 
 def _spread(factors, now):

@@ -137,6 +137,15 @@ def test_auto_takes_it_where_the_rows_give_no_whole_vectors_and_the_batch_two():
         assert not any(isinstance(v, RFactor) and v.axis_last for v in s.rfactor.values()), name
 
 
+def test_the_tuner_can_move_back_to_the_lanes_along_the_rows():
+    """Where auto took the batch lanes, one graph move is rfactor_lanes' own proposal (measured slower here, maybe
+    not on the user's machine)."""
+    outs = uniquely_named(dict(auto_golden.graphs("conv2d_3x3", None))["bwd"])
+    auto = auto_schedule(outs, device=ZEN5)
+    moves = [m.value for m, _ in graph_moves(outs, auto, ZEN5) if m.field == "rfactor" and m.name == "d_W_from_conv2d"]
+    assert RFactor(8, "x", True) in moves and None in moves  # the rows' lanes, and no rfactor at all
+
+
 def test_the_space_and_the_tuners_moves_hold_it():
     """At this size (under rfactor_lanes' min_iterations) not the auto-scheduler's choice: one of the rfactor forms
     the tuner's space holds, and one graph move."""
