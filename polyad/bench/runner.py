@@ -458,7 +458,16 @@ def sgd_update(api, params, schedule, lr=SGD_LR):
     grads = [pa.placeholder(p.shape, dtype=p.dtype, name=f"g_{p.name}") for p in params]
     new = [pa.compute(p.shape, lambda *i, p=p, g=g: p[i] - g[i] * lr, name=f"sgd_{p.name}")
            for p, g in zip(params, grads)]
-    return api.build(new, list(params) + grads, schedule=schedule)
+    return untuned(api.build, new, list(params) + grads, schedule=schedule)
+
+
+def untuned(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` for a graph the tuner does not tune (it tunes the autodiff backward): a tuned row's
+    forward, hand-written gradient and SGD update are auto's where its log has no record of them, as the report
+    says, without pa.tuned's warning on every tuned row."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"polyad: pa\.tuned\(.* has no record of", RuntimeWarning)
+        return fn(*args, **kwargs)
 
 
 class TrainingStep:
@@ -839,11 +848,7 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
         row[err_key] = cells["err"]
         return cells
 
-    with warnings.catch_warnings():
-        # the tuner tunes the backward: a tuned row's forward has no record in its log and is auto's (the
-        # report says so), which pa.build would warn about on every tuned row
-        warnings.filterwarnings("ignore", r"polyad: pa\.tuned\(.* has no record of the graph", RuntimeWarning)
-        f = failed(graphs["fwd"]) or go(PolyadColumns, api, graphs["fwd"], graphs.get("ins"), arrays, sched)
+    f = failed(graphs["fwd"]) or untuned(go, PolyadColumns, api, graphs["fwd"], graphs.get("ins"), arrays, sched)
     row["fwd_ms"] = f if isinstance(f, Cell) else go(f.time, rep, budget)
 
     # pa.vjp: its forward saves the residuals on the device, its backward (bwd ms) reads them
@@ -888,7 +893,7 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
         return api.vjp_from_gradients(g, [head], [p for p in placeholders(g) if p is not head],
                                       schedule=sched, save="reductions")
 
-    h = failed(graphs["hand"]) or go(VJPColumns, hand_vjp, arrays)
+    h = failed(graphs["hand"]) or untuned(go, VJPColumns, hand_vjp, arrays)
     cells = measured(h, "hand_err")
     row["hand_ms"], row["hand_build_cold_s"], row["hand_build_warm_s"] = \
         cells["ms"], cells["build_cold_s"], cells["build_warm_s"]

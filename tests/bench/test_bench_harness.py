@@ -411,3 +411,23 @@ def test_tuned_over_auto_says_when_both_run_the_same_program():
     assert runner.same_program_noted(cell, NS(), NS()) is cell  # a fake without modules says nothing
     missing = Cell.missing("not timed")
     assert runner.same_program_noted(missing, cols("kernel A"), cols("kernel A")) is missing
+
+
+def test_graphs_the_tuner_does_not_tune_build_without_pa_tuneds_warning():
+    """A tuned row's forward, hand-written gradient and SGD update have no record in the log of the backward the
+    tuner tuned: the report says they are auto's; pa.tuned's warning is not repeated on every row. Other warnings
+    pass."""
+    import warnings
+
+    from polyad.bench.runner import untuned
+
+    def build(msg, kind=RuntimeWarning):
+        warnings.warn(msg, kind)
+        return "module"
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        assert untuned(build, "polyad: pa.tuned('a.jsonl') has no record of the graph of Y, or of any of its "
+                       "stages, on cpu; using the auto schedule") == "module"
+        untuned(build, msg="polyad: a cached program no longer builds (x); regenerating it")
+    assert [str(w.message) for w in rec] == ["polyad: a cached program no longer builds (x); regenerating it"]
