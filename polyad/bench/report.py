@@ -127,9 +127,9 @@ def _explanation():
             "rounds), and tuned/auto bwd (run by run): the tuned row's vjp backward over the auto row's, timed in "
             "alternating pairs of runs after "
             "both rows, three modules a side, every one against every one of the other side (the median of the pairs' "
-            "ratios; below 1: the tuned schedule is faster). The tuner tunes the backward: a tuned row's forward, hand-written "
-            "gradient and training-step update are built from the same log, and are auto's where it has no record of "
-            "them. "
+            "ratios; below 1: the tuned schedule is faster). The tuner tunes the backward: a tuned row's forward, "
+            "hand-written gradient and training-step update are built from the same log, and are auto's where it has "
+            "no record of them. "
             "Errors: max|g - ref| / max|ref| "
             f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
 
