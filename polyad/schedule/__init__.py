@@ -128,8 +128,8 @@ class RFactor:
         of the factor on zero-padded operands (:func:`polyad.schedule.graph.pad_axis`) instead of ragged
         last lanes.
     :param axis_last: first read every operand that indexes the split axis elsewhere than last through a copy
-        with that index last (:func:`polyad.schedule.graph.reduction_axis_last`), so that interleaved lanes along it load
-        contiguously (a convolution's weight gradient with its partials along the batch).
+        with that index last (:func:`polyad.schedule.graph.reduction_axis_last`), so that interleaved lanes along
+        it load contiguously (a convolution's weight gradient with its partials along the batch).
     :raises ScheduleError: when ``factor`` is not an integer >= 2, ``axis`` is not a name, or ``interleave``,
         ``pad`` or ``axis_last`` is not a bool or None.
     """
@@ -171,9 +171,14 @@ class RFactor:
         except ScheduleError as e:
             raise ScheduleError(f"{where}: {e}") from None
 
+    @property
+    def bare(self):
+        """Whether axis and form are the defaults: the decision is its factor alone."""
+        return self.axis is None and self.interleave is None and not self.pad and not self.axis_last
+
     def to_data(self):
         """A bare factor when axis and form are the defaults, else an object (JSON-ready)."""
-        if self.axis is None and self.interleave is None and not self.pad and not self.axis_last:
+        if self.bare:
             return self.factor
         out = {"factor": self.factor, "axis": self.axis, "interleave": self.interleave}
         if self.pad:
@@ -272,8 +277,7 @@ class Schedule:
             if not isinstance(k, str):
                 raise ScheduleError(f"Schedule.rfactor: keys are stage names, got {k!r}")
             spec = RFactor.of(v, f"Schedule.rfactor: stage {k!r}")
-            rf[k] = spec if spec.axis is not None or spec.interleave is not None or spec.pad or spec.axis_last \
-                else spec.factor
+            rf[k] = spec.factor if spec.bare else spec
         object.__setattr__(self, "rfactor", rf)
         object.__setattr__(self, "notes", tuple(self.notes))
 

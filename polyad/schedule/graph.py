@@ -428,6 +428,11 @@ def rfactor(outputs, stage, factor, axis=None, interleave=None, pad=None, axis_l
     return rw.result(outs)
 
 
+def rfactor_by(outputs, stage, spec):
+    """:func:`rfactor` of ``stage`` as an :class:`~polyad.schedule.RFactor` ``spec`` says."""
+    return rfactor(outputs, stage, spec.factor, spec.axis, spec.interleave, spec.pad, spec.axis_last)
+
+
 # ---------------------------------------------------------------------------------------------
 # pad_axis: a reduction axis run to a longer extent on zero-padded operands
 # ---------------------------------------------------------------------------------------------
@@ -1396,7 +1401,7 @@ def _validated(outs, schedule):
     split = outs
     for n in sorted(schedule.rfactor):  # once: the stages they create (n_rf, a padded split's zero-padded
         spec = RFactor.of(schedule.rfactor[n])  # operands) are what stage schedules may mention too
-        split = rfactor(split, n, spec.factor, spec.axis, spec.interleave, spec.pad, spec.axis_last)
+        split = rfactor_by(split, n, spec)
     _, after = stage_ops(split) if schedule.rfactor else (None, by_name)
     for n in sorted(schedule.inline):
         _check_inline(n, by_name, out_ops)

@@ -34,7 +34,7 @@ from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, block_count, stage_info
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
                     axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
-                    paddable, rfactor, space_to_depth, stage_ops, strided_reads, uniquely_named)
+                    paddable, rfactor_by, space_to_depth, stage_ops, strided_reads, uniquely_named)
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
@@ -896,7 +896,7 @@ def graph_decisions(outputs, dm):
     g = outs
     for n in sorted(rf):
         spec = RFactor.of(rf[n])
-        g = rfactor(g, n, spec.factor, spec.axis, spec.interleave, spec.pad, spec.axis_last)
+        g = rfactor_by(g, n, spec)
     if rf:  # the split stages, their partials and any operand a padded split lengthened are new
         before = {id(op) for op in stage_ops(outs)[0]}
         infos = {op.name: (infos.get(op.name) if id(op) in before else None) or stage_info(op)
