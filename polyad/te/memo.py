@@ -1,5 +1,6 @@
-"""Memos: :func:`op_memo` of a pure function of a stage, by the stage's identity, and :class:`Recent`, the most
-recently used entries of a memo keyed by value.
+"""Memos: :func:`op_memo` of a pure function of a stage, by the stage's identity, :func:`graph_memo` of a pure
+function of whole graphs, by their tensors' identities, and :class:`Recent`, the most recently used entries of a
+memo keyed by value.
 
 Operations are immutable, so what is computed from one (its cache-key text, its tuning key) holds as
 long as it lives; entries go with it (weak keys).  Thread-safe: a Dask worker runs the tuner's
@@ -30,6 +31,40 @@ def op_memo(fn):
         return hit
 
     return memoised
+
+
+def graph_memo(size):
+    """``fn(*args)`` computed once per args among the ``size`` most recently used, each arg a tensor, a list or tuple
+    of tensors (keyed by the objects: graphs are immutable), or a hashable value (keyed by value).
+
+    The entries hold their args, so no id in a key is reused while it lives; a bounded LRU, not weak keys: a result
+    that refers to its graph (:func:`polyad.te.graph.cut`'s) would keep a weak key alive for ever.  ``fn`` must
+    return an immutable value.  A warm ``pa.build`` of a graph it has built keys the graph again, and ``pa.vjp``'s
+    backward is a graph fed the forward's residuals, rebuilt on every call without this
+    (:func:`polyad.te.graph.cut`).
+    """
+    def wrap(fn):
+        table = Recent(size)
+
+        def token(a):
+            if isinstance(a, (list, tuple)):
+                return (type(a).__name__,) + tuple(map(id, a))
+            return ("obj", id(a)) if hasattr(a, "op") else ("value", a)
+
+        @functools.wraps(fn)
+        def memoised(*args):
+            key = tuple(map(token, args))
+            hit = table.get(key)
+            if hit is not None:
+                return hit[1]
+            out = fn(*args)
+            table.put(key, (tuple(tuple(a) if isinstance(a, list) else a for a in args), out))
+            return out
+
+        memoised.cache_clear = table.clear
+        return memoised
+
+    return wrap
 
 
 class Recent:

@@ -222,3 +222,23 @@ def test_residuals_save_reductions_recomputes_elementwise_and_pads():
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
     with pytest.raises(pa.PolyadError, match="save must be one of"):
         pa.residuals(grads, [Hc], save="dots")
+
+
+def test_cut_of_the_same_tensors_is_the_same_graph():
+    """pa.vjp's backward is its gradient fed the forward's residuals: each warm build cuts the same graph, and
+    the same new graph lets every per-stage memo (stage keys, the program key's text) hit.  Another feed, or
+    another graph, is cut anew; the lists returned are the caller's own."""
+    (X, W, H), Y, grads = _softmax_grad()
+    res = pa.residuals(grads, [H])
+    outs, phs = cut(grads, [X, W, H] + res)
+    outs2, phs2 = cut(list(grads), [X, W, H] + list(res))
+    assert all(a is b for a, b in zip(outs + phs, outs2 + phs2))
+    outs2.append(X)
+    phs2.clear()
+    outs3, phs3 = cut(grads, [X, W, H] + res)
+    assert len(outs3) == len(outs) and len(phs3) == len(phs)
+    other, _ = cut(grads, [X, W, H] + res[:1])
+    assert not any(a is b for a, b in zip(outs, other))
+    (X2, W2, H2), _, grads2 = _softmax_grad()
+    again, _ = cut(grads2, [X2, W2, H2] + pa.residuals(grads2, [H2]))
+    assert not any(a is b for a, b in zip(outs, again))

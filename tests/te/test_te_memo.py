@@ -50,3 +50,58 @@ def test_recent_keeps_the_most_recently_used_entries():
     m.put("c", 3)
     assert m.get("b") is None and m.get("a") == 1 and m.get("c") == 3 and len(m) == 2
     assert m.get("missing") is None
+
+
+def test_graph_memo_keys_tensors_by_identity_and_values_by_value():
+    """graph_memo: whole graphs by their tensors' identities (graphs are immutable), other args by value; an
+    exception is not remembered, and the least recently used entry goes when the memo is full."""
+    from polyad.te.memo import graph_memo
+
+    calls = []
+
+    @graph_memo(2)
+    def names(outs, single):
+        calls.append(1)
+        if not outs:
+            raise ValueError("no outputs")
+        return tuple(t.name for t in outs), single
+
+    X = pa.placeholder((3,), name="X")
+    A = pa.compute((3,), lambda i: X[i] + 1, name="A")
+    B = pa.compute((3,), lambda i: X[i] + 1, name="A")  # equal to A, another object
+    assert names([A], True) == names((A,), True) == (("A",), True) and len(calls) == 2  # list and tuple differ
+    assert names([A], True) is names([A], True) and len(calls) == 2
+    assert names([B], True) == (("A",), True) and len(calls) == 3  # another object: computed
+    assert names([A], False) == (("A",), False) and len(calls) == 4  # another value: computed
+    for _ in range(2):
+        try:
+            names([], True)
+        except ValueError:
+            pass
+    assert len(calls) == 6  # raised twice: nothing remembered
+    names([A], True)  # pushed out by the two since (a memo of 2)
+    assert len(calls) == 7
+    names.cache_clear()
+    names([B], True)
+    assert len(calls) == 8
+
+
+def test_graph_memo_keeps_its_args_alive_while_an_entry_lives():
+    """No id in a key is reused while its entry lives: the entry holds the args (a list as a tuple, so that the
+    caller's list may change)."""
+    from polyad.te.memo import graph_memo
+
+    @graph_memo(4)
+    def first_name(outs):
+        return outs[0].name
+
+    X = pa.placeholder((3,), name="X")
+    outs = [pa.compute((3,), lambda i: X[i] * 2.0, name="twice")]
+    kept = weakref.ref(outs[0])
+    assert first_name(outs) == "twice"
+    outs.clear()
+    gc.collect()
+    assert kept() is not None
+    first_name.cache_clear()
+    gc.collect()
+    assert kept() is None
