@@ -12,6 +12,7 @@ import polyad as pa
 from polyad.pipeline import select_device
 from polyad.runtime.device import is_gpu
 from polyad.schedule.tuning import read_log
+from polyad.tuner import CONFIRM_TOP, STAGES_TOP
 from polyad.tuner.configs import ConfigSpace
 from polyad.tuner.measure import LocalMeasurer
 
@@ -39,10 +40,11 @@ def test_a_tuning_run_measures_checks_logs_and_its_result_builds(tmp_path):
     res = pa.tune(outs, ins, trials=6, log=log, workers=2, seed=0, name="dense", repeat=3)
     assert res.trials == 6 and res.time <= res.auto_time
     recs = read_log(log)
-    # auto and the (up to 3) fastest candidates again, 5 rounds in a rotating order
+    # auto and the (up to 3) fastest candidates again, with the (up to 2) fastest by their stages' medians, 5 rounds
+    # in a rotating order
     confirm = [r for r in recs if r.candidate == "confirm"]
     n = len({r.config for r in confirm})
-    assert (not confirm or 2 <= n <= 4) and len(confirm) == 5 * n
+    assert (not confirm or 2 <= n <= 1 + CONFIRM_TOP + STAGES_TOP) and len(confirm) == 5 * n
     if confirm:
         assert confirm[0].config == recs[0].config  # auto opens the first round, ...
         rounds = [[r.config for r in confirm[i:i + n]] for i in range(0, 5 * n, n)]

@@ -523,6 +523,77 @@ def test_the_race_finds_real_gains_behind_a_lucky_top_three(tmp_path):
     assert not checked & set(lucky)
 
 
+def test_the_race_and_the_check_take_the_best_by_its_stages_behind_an_unlucky_reading(tmp_path):
+    """The fake device's best configuration reads 1.2x auto the first time it is measured (an unlucky moment for
+    the whole run; its stages' times are its own).  By its readings it is no contender, so neither the race nor
+    the check would measure it; by the sum of its stages' medians it is the fastest, so the race measures it
+    again, the check takes it, and it is the result."""
+    from dataclasses import replace
+
+    from polyad.schedule.tuning import config_key, read_log
+
+    ctx, m, inner, auto_time, auto_key = _checked_fake()
+    first = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, confirm=0)
+    best = config_key(first.schedule)
+    assert best != auto_key and first.time < 0.95 * auto_time
+    seen = set()
+
+    def measure(schedules, pair_same=False):
+        out = []
+        for s, t in zip(schedules, inner(schedules)):
+            k = config_key(s)
+            if t.ok:
+                t = replace(t, ref_times=(auto_time,) * len(t.times))
+                if k == best and k not in seen:
+                    t = replace(t, time=1.2 * auto_time, times=(1.2 * auto_time,) * len(t.times))
+            seen.add(k)
+            out.append(t)
+        return out
+
+    m.measure = measure
+    log = tmp_path / "l.jsonl"
+    res = pa.tune(ctx.outputs, ctx.inputs, trials=16, measurer=m, log=log, confirm=3)
+    recs = read_log(log)
+    search = [r for r in recs if r.config == best and r.candidate == "evolutionary"]
+    assert len(search) == 1 and search[0].time == pytest.approx(1.2 * auto_time)
+    assert best in {r.config for r in recs if r.candidate == "race"}
+    assert best in {r.config for r in recs if r.candidate == "confirm"}
+    assert config_key(res.schedule) == best and res.speedup == pytest.approx(first.speedup, rel=1e-9)
+
+
+def test_stage_times_pool_every_trial_of_a_stage_schedule():
+    """StageTimes: a stage schedule's median over the trials that ran it (not its fastest), a config's estimate is
+    the sum of its stages' medians, and the best candidate of a stage is the lowest median."""
+    from polyad.tuner.measure import Trial
+    from polyad.tuner.search import StageTimes
+
+    ctx = graph_context(*_conv_backward(), ZEN5)
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    auto = space.auto_config()
+    v, picks = auto
+    stages = space.variants[v].stages
+    i = next(j for j, ch in enumerate(stages) if len(ch.candidates) >= 2)
+    other = (v, picks[:i] + ((picks[i] + 1) % len(stages[i].candidates),) + picks[i + 1:])
+    st = StageTimes(space)
+    assert st.estimate(auto) is None and st.best_candidate(stages[i]) is None
+
+    def trial(config, t):
+        pairs = space.stage_pairs(config)
+        return Trial(1.0, (1.0,), {ch.name: (t if j == i else 1.0) for j, (ch, _) in enumerate(pairs)})
+
+    for t in (5.0, 1.0, 6.0):  # auto's stage i: once lucky (1.0), median 5
+        st.add(auto, trial(auto, t))
+    for t in (3.0, 3.5):  # the other candidate: median 3.25
+        st.add(other, trial(other, t))
+    assert st.median(stages[i], stages[i].candidates[picks[i]]) == 5.0
+    assert st.best_candidate(stages[i]) == other[1][i]
+    assert st.estimate(auto) == pytest.approx(5.0 + (len(stages) - 1) * 1.0)
+    assert st.estimate(other) == pytest.approx(3.25 + (len(stages) - 1) * 1.0)
+    st.add(other, trial(other, 9.0))
+    st.add(other, trial(other, 9.5))  # now 3, 3.5, 9, 9.5: median 6.25
+    assert st.best_candidate(stages[i]) == picks[i]
+
+
 def test_the_check_replaces_auto_only_past_the_margin():
     """``confirmed_choice``: the lowest score wins only at most ``MARGIN`` times auto's (scores are medians relative
     to one kept module of auto, so only their ratios count); a tie or a smaller gain keeps auto."""
