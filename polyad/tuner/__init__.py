@@ -194,7 +194,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
         wkey = workload_key(ctx.outputs, ctx.inputs)
         session = _Session(space, measurer, wkey, name, log, resume)
-        search = POLICIES[policy](space, random.Random(seed), ctx.model)
+        search = POLICIES[policy](space, random.Random(seed), ctx.model, stage_times=session.stage_times)
         n_batch = batch or max(4, 2 * getattr(measurer, "workers", 1))
         bar = _bar(progress, trials)
         pace = _Pace(first=max(1, getattr(measurer, "workers", 1)))
@@ -312,7 +312,8 @@ class _Session:
         self.auto = None  # Trial of config 0
         self.interrupted = False
         self.raced = {}  # config -> Trial of its second reading (the race before the check), paced
-        self.stage_times = StageTimes(space)  # every trial's stages, for the race and the check (_by_stages)
+        # every trial's stages: for the race and the check (_by_stages), and the search's best of each stage
+        self.stage_times = StageTimes(space)
         self.confirmed = None  # (auto Trial, best Trial): medians of the side-by-side check
         self.codegen_s = self.compile_s = self.measure_s = 0.0
 

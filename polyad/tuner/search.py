@@ -157,7 +157,7 @@ class RandomSearch:
 
     name = "random"
 
-    def __init__(self, space, rng, model=None):
+    def __init__(self, space, rng, model=None, stage_times=None):
         self.space, self.rng = space, rng
 
     def tell(self, config, trial):
@@ -180,15 +180,18 @@ class Evolutionary:
     :param rng: a ``random.Random`` (the whole search is deterministic given it and the trials).
     :param model: the :class:`~polyad.schedule.DeviceModel` (the prior and the features).
     :param eps: the share of each batch measured at random from the bred pool (exploration).
+    :param stage_times: a :class:`StageTimes` its caller fills with every trial (``pa.tune``'s, which also holds the
+        end's readings), or None: its own, filled by :meth:`tell`.
     """
 
     name = "evolutionary"
 
-    def __init__(self, space, rng, model, eps=0.25):
+    def __init__(self, space, rng, model, eps=0.25, stage_times=None):
         self.space, self.rng, self.eps = space, rng, eps
         self.cost = CostModel(model, seed=rng.randrange(1 << 30))
         self.results = {}  # config -> Trial
-        self.stage_times = StageTimes(space)
+        self._own_stage_times = stage_times is None
+        self.stage_times = StageTimes(space) if stage_times is None else stage_times
         self._fresh = False
         self._model_tried = False
 
@@ -197,7 +200,8 @@ class Evolutionary:
         if trial.ok:
             self.cost.add(self.space, config, trial)
             self._fresh = True
-            self.stage_times.add(config, trial)
+            if self._own_stage_times:
+                self.stage_times.add(config, trial)
 
     def _parents(self, k=8):
         ok = sorted((t.time, c) for c, t in self.results.items() if t.ok)
