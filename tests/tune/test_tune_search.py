@@ -587,11 +587,18 @@ def test_stage_times_pool_every_trial_of_a_stage_schedule():
         st.add(other, trial(other, t))
     assert st.median(stages[i], stages[i].candidates[picks[i]]) == 5.0
     assert st.best_candidate(stages[i]) == other[1][i]
+    import random
+
+    from polyad.tuner.search import Evolutionary
+
+    search = Evolutionary(space, random.Random(0), ZEN5, stage_times=st)  # the search's best of each stage
+    assert other in search._best_of_each_stage()  # by the median: auto's fastest single time was 1.0
     assert st.estimate(auto) == pytest.approx(5.0 + (len(stages) - 1) * 1.0)
     assert st.estimate(other) == pytest.approx(3.25 + (len(stages) - 1) * 1.0)
     st.add(other, trial(other, 9.0))
     st.add(other, trial(other, 9.5))  # now 3, 3.5, 9, 9.5: median 6.25
     assert st.best_candidate(stages[i]) == picks[i]
+    assert auto in search._best_of_each_stage()
 
 
 def test_the_check_replaces_auto_only_past_the_margin():
