@@ -34,8 +34,9 @@ def op_memo(fn):
 
 
 def graph_memo(size):
-    """``fn(*args)`` computed once per args among the ``size`` most recently used, each arg a tensor, a list or tuple
-    of tensors (keyed by the objects: graphs are immutable), or a hashable value (keyed by value).
+    """``fn(*args)`` computed once per args among the ``size`` most recently used, each arg a list or tuple of
+    tensors (keyed by the objects, whichever the sequence's type: graphs are immutable) or a hashable value (keyed
+    by value).
 
     The entries hold their args, so no id in a key is reused while it lives; a bounded LRU, not weak keys: a result
     that refers to its graph (:func:`polyad.te.graph.cut`'s) would keep a weak key alive for ever.  ``fn`` must
@@ -46,14 +47,9 @@ def graph_memo(size):
     def wrap(fn):
         table = Recent(size)
 
-        def token(a):
-            if isinstance(a, (list, tuple)):
-                return (type(a).__name__,) + tuple(map(id, a))
-            return ("obj", id(a)) if hasattr(a, "op") else ("value", a)
-
         @functools.wraps(fn)
         def memoised(*args):
-            key = tuple(map(token, args))
+            key = tuple(("ids",) + tuple(map(id, a)) if isinstance(a, (list, tuple)) else ("value", a) for a in args)
             hit = table.get(key)
             if hit is not None:
                 return hit[1]
