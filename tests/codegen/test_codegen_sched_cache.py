@@ -64,7 +64,9 @@ def test_disk_entry_serves_a_new_process(monkeypatch):
     np.testing.assert_allclose(got, pa.evaluate(U2, dict(zip(ins2, arrays))), rtol=2e-5, atol=2e-5)
 
 
-def test_corrupt_entry_is_regenerated_with_a_warning():
+def test_corrupt_entry_is_regenerated_with_a_warning(monkeypatch, tmp_path):
+    # a cache of its own: corrupting the session's would hand every later test of this worker a warning
+    monkeypatch.setenv("POLYAD_CACHE_DIR", str(tmp_path))
     U, ins = graph(n=7)
     key = program_key(U, ins, SCHED, "dev")
     pa.build(U, ins, schedule=SCHED)
