@@ -28,11 +28,10 @@ def _devices(args):
 
 def _calibrate(refresh):
     """Every device's probe and calibration: the figures, where they are cached, measured now or cached."""
-    from .pipeline import calibration, capabilities, select_device
+    from .pipeline import calibration, capabilities, model_of_calibration, select_device
     from .pipeline.probe import _cal_path, _probe_key
     from .runtime import records
     from .runtime.device import all_devices, describe, device_key
-    from .schedule.model import DeviceModel
 
     for p, d in all_devices():
         key = device_key(d)
@@ -46,7 +45,7 @@ def _calibrate(refresh):
         if "failed" in cal:
             print(f"    calibration FAILED ({how}): {cal['failed']}")
             continue
-        model = DeviceModel.from_calibration(cal, caps.widths, source=how)
+        model = model_of_calibration(d, caps, cal, caps.widths, how)
         print(f"    calibration ({how}, {cal.get('seconds', 0):.1f} s to measure): {_cal_path(key)}")
         print("    " + model.describe().replace("\n", "\n    "))
     try:

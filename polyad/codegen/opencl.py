@@ -796,11 +796,11 @@ class KernelWriter:
         (``LoweredKernel.key``): two kernels with equal keys are the same C text, whatever graph they come from.
 
         That is the AST (its key: the kernel's own isl schedule, statement names and tiling included), the index
-        width, the kernel's name, work-group and grid, the output shape, its arguments (C name, shape, dtype),
-        and per statement of the stage its C variable names and ranges, its domain, its values and combiner with
-        every name they print (:func:`_expressions_doc`), and per isl statement its role, kind, tile and vector
-        width.  A field :meth:`generate` comes to read must be added here (tests/codegen compare programs written
-        with and without the memo, source for source)."""
+        width, the kernel's name, work-group, nontemporal stores and grid, the output shape, its arguments (C name,
+        shape, dtype), and per statement of the stage its C variable names and ranges, its domain, its values and
+        combiner with every name they print (:func:`_expressions_doc`), and per isl statement its role, kind, tile
+        and vector width.  A field :meth:`generate` comes to read must be added here (tests/codegen compare programs
+        written with and without the memo, source for source)."""
         if self.lk.key is None:
             return None
         tensor = {id(t): (self.tensor_names[id(t)], tuple(t.shape), t.dtype) for t in self.args}
@@ -819,8 +819,8 @@ class KernelWriter:
         op = self.spec.stage
         ists = tuple((i.name, i.index, i.role, i.kind, i.tile, i.vec, str(i.domain))
                      for i in self.statements.values() if i.stage is op)
-        return repr((self.lk.key, self.ctx.wide, self.spec.name, self.spec.local_size, self.lk.grid_params,
-                     self.lk.grid_box, tuple(op.shape), tuple(tensor[id(t)] for t in self.args),
+        return repr((self.lk.key, self.ctx.wide, self.spec.name, self.spec.local_size, self.spec.nontemporal,
+                     self.lk.grid_params, self.lk.grid_box, tuple(op.shape), tuple(tensor[id(t)] for t in self.args),
                      tuple(tensor[id(t)] for t in self.outputs), tuple(stmts), ists))
 
     def generate(self):
@@ -1052,6 +1052,9 @@ class KernelWriter:
             buf = self.tensor_names[id(t)]
             if s.width == 1:
                 return [f"{buf}[{flat}] = {_store(value, t)}"]
+            if s.contiguous and self.spec.nontemporal:  # aligned: StageSchedule.nontemporal_stores
+                return [f"__builtin_nontemporal_store({_to_storage(ctx, value, t.dtype, vec)}, "
+                        f"(__global {STORAGE[t.dtype]}{vec} *)({buf} + {flat}))"]
             if s.contiguous:
                 return [f"vstore{vec}({_to_storage(ctx, value, t.dtype, vec)}, 0, {buf} + {flat})"]
             out = []

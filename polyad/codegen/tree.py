@@ -94,6 +94,7 @@ class KernelSpec:
     stage: object
     statements: tuple  # the stage's poly Statements
     local_size: tuple  # None: implementation's choice
+    nontemporal: bool = False  # full vector blocks store nontemporally (StageSchedule.nontemporal_stores)
 
 
 @dataclass(frozen=True, eq=False)
@@ -607,7 +608,8 @@ def build_tree(stages, schedule):
             node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
             node = node.insert_mark(isl.Id(KERNEL_MARK + kname))
             stage_scheds.append(node.get_schedule())
-            kernels.append(KernelSpec(kname, op, tuple(stmts), sched_of.local_size))
+            kernels.append(KernelSpec(kname, op, tuple(stmts), sched_of.local_size,
+                                      sched_of.nontemporal_stores(op.shape)))
             continue
         ists, parts = [], []
         for si, st in enumerate(stmts):

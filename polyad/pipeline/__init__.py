@@ -86,8 +86,6 @@ def device_model(device=None):
     Measured once per machine (probe and calibration, cached on disk), then
     once per process from the cache; widths that failed in a build are left out.
     """
-    from ..schedule.model import DeviceModel
-
     dev = select_device(device)
     key = device_key(dev)
     got = _MODELS.get(key)
@@ -105,9 +103,18 @@ def device_model(device=None):
                       stacklevel=2)
         cal = _uncalibrated(dev, widths)
         source = f"uncalibrated: {_name(dev)}"
-    model = DeviceModel.from_calibration(cal, widths, source=source)
+    model = model_of_calibration(dev, caps, cal, widths, source)
     _MODELS[key] = model
     return model
+
+
+def model_of_calibration(dev, caps, cal, widths, source):
+    """The :class:`~polyad.schedule.DeviceModel` of ``dev`` from its calibration, the probe's answer and the
+    cache size the device reports."""
+    from ..schedule.model import DeviceModel
+
+    return DeviceModel.from_calibration(cal, widths, source=source, nontemporal=bool(caps.nontemporal),
+                                        cache_bytes=int(getattr(dev, "global_mem_cache_size", 0) or 0))
 
 
 def _uncalibrated(dev, widths):
@@ -193,23 +200,34 @@ def resolve_schedule(outputs, schedule, device=None, inputs=None):
     outs, ins = cut(outs, as_tensor_list(inputs, "build inputs") if inputs is not None else placeholders(outs))
     renamed = _renamed(outs)
     tuning = tuned.plan(schedule, renamed, ins, dev)
-    return _within_widths(tuning.resolve(renamed, model), model.widths)
+    return _within_widths(tuning.resolve(renamed, model), model.widths, nontemporal=model.nontemporal)
 
 
-def _within_widths(sched, widths, why=None):
-    """``sched`` with every vector width the device lacks narrowed to the widest it has (warned)."""
+def _within_widths(sched, widths, why=None, nontemporal=True):
+    """``sched`` with every vector width the device lacks narrowed to the widest it has (warned), and, where
+    ``nontemporal`` is False (the device's probe did not pass them), without nontemporal stores (warned: a
+    compiler without the builtin fails the build, and the fallback would blame the vector widths)."""
     def cap(ss):
         v = max((w for w in widths if w <= ss.vectorize), default=1)
         return ss if v == ss.vectorize else dataclasses.replace(ss, vectorize=v)
 
-    stages = {n: cap(ss) for n, ss in sched.stages.items()}
-    changed = sorted(n for n in stages if stages[n] != sched.stages[n])
-    default = cap(sched.default)
-    if not changed and default == sched.default:
+    def plain(ss):
+        return ss if nontemporal or not ss.nontemporal else dataclasses.replace(ss, nontemporal=False)
+
+    stages = {n: cap(plain(ss)) for n, ss in sched.stages.items()}
+    changed = sorted(n for n in stages if stages[n].vectorize != sched.stages[n].vectorize)
+    stored = sorted(n for n in stages if stages[n].nontemporal != sched.stages[n].nontemporal)
+    default = cap(plain(sched.default))
+    if stages == sched.stages and default == sched.default:
         return sched
-    if why is not None and why(changed) not in _WARNED:  # once per process, not at every build
-        _WARNED.add(why(changed))
-        warnings.warn(why(changed), RuntimeWarning, stacklevel=3)
+    msgs = [why(changed)] if why is not None and changed else []
+    if why is not None and (stored or default.nontemporal != sched.default.nontemporal):
+        msgs.append(f"polyad: the device has no nontemporal stores (its probe did not pass them); stages "
+                    f"{stored[:6] or ['(the default)']} store plainly")
+    for msg in msgs:
+        if msg not in _WARNED:  # once per process, not at every build
+            _WARNED.add(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return dataclasses.replace(sched, stages=stages, default=default)
 
 
@@ -379,7 +397,8 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
     sched = tuning.resolve(renamed, model)
     sched = _within_widths(sched, model.widths, why=lambda names: (
         f"polyad: {_name(dev)} does not compile the vector widths the schedule asks for stages "
-        f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"))
+        f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"),
+        nontemporal=model.nontemporal)
     first, tried = None, []
     attempts = [sched]
     while True:

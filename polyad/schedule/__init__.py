@@ -39,6 +39,11 @@ class StageSchedule:
         coupled to a phased dimension are counted from ``q`` (a stride-``s`` convolution's data gradient reduces
         over a fixed window around ``q``, with affine bounds and no division).  Legal for every stage; see
         docs/scheduling.md.
+    :param nontemporal: write the stage's full vector blocks with nontemporal stores
+        (``__builtin_nontemporal_store``: the lines go to memory without being read into the caches first), where
+        :meth:`nontemporal_stores` holds; other stores are plain.  For outputs larger than the last-level cache on
+        devices whose probe passed the ``nontemporal`` family (``DeviceModel.nontemporal``); a build on another
+        device drops it, with a warning.
     :raises ScheduleError: when a field is out of its range or of the wrong type (checked on construction; that a
         tile or a phase fits its stage is checked against the graph, by :func:`validate`).
     """
@@ -49,6 +54,7 @@ class StageSchedule:
     vectorize: int = 1
     unroll: int = 1
     phase: tuple = None
+    nontemporal: bool = False
 
     def __post_init__(self):
         if not isinstance(self.grid_dims, int) or not 1 <= self.grid_dims <= 3:
@@ -74,12 +80,25 @@ class StageSchedule:
             if any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in ph):
                 raise ScheduleError(f"phase strides must be positive integers, got {self.phase!r}")
             object.__setattr__(self, "phase", ph)
+        if not isinstance(self.nontemporal, bool):
+            raise ScheduleError(f"nontemporal must be True or False, got {self.nontemporal!r}")
+
+    def nontemporal_stores(self, shape):
+        """Whether codegen writes this stage's full vector blocks (of a stage of ``shape``) with nontemporal stores.
+
+        Asked for, in vectors, along an unphased innermost dimension whose extent the width divides: then every
+        block's vector starts at a multiple of the width in the row-major buffer, aligned as the store needs
+        (OpenCL aligns a buffer to at least 128 bytes, ``CL_DEVICE_MEM_BASE_ADDR_ALIGN``), while a misaligned
+        nontemporal vector store faults on x86.
+        """
+        return (self.nontemporal and self.vectorize > 1 and len(shape) > 0 and shape[-1] % self.vectorize == 0
+                and (self.phase is None or self.phase[-1] == 1))
 
     def to_dict(self):
-        """Plain data (JSON-ready): every field, tuples as lists; ``phase`` only when set (a schedule without
-        phases reads and writes the same JSON as before the field existed)."""
+        """Plain data (JSON-ready): every field, tuples as lists; ``phase`` only when set and ``nontemporal``
+        only when True (a schedule without them reads and writes the same JSON as before the fields existed)."""
         return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(self) for v in [getattr(self, f.name)]
-                if not (f.name == "phase" and v is None)}
+                if not (f.name == "phase" and v is None) and not (f.name == "nontemporal" and not v)}
 
     @classmethod
     def from_dict(cls, data, where="stage schedule"):
@@ -111,6 +130,8 @@ class StageSchedule:
             parts.append("local_size " + "x".join(map(str, self.local_size)))
         if self.phase is not None and any(x != 1 for x in self.phase):
             parts.insert(0, "phase " + "x".join(map(str, self.phase)))
+        if self.nontemporal:
+            parts.append("nontemporal stores")
         return ", ".join(parts) or "naive loops"
 
 

@@ -9,8 +9,10 @@ over (features, schedule, device).  The model is a roofline per block of ``tile`
 
 ``ilp``: independent accumulators (``tile / v``) against the device's FMA slots; ``cache bytes``: the
 elements each block reads per reduction step (a read reused along a tiled dimension is loaded once per
-block); ``busy``: blocks against the work-items that keep the device busy.  Blocks that are not full
-tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is the whole box)
+block); ``DRAM bytes``: the outputs and each read once, and the outputs again where a plain store first
+reads its line from memory (:func:`streams`: outputs the last-level cache cannot hold, on a device whose
+nontemporal stores do not); ``busy``: blocks against the work-items that keep the device busy.  Blocks
+that are not full tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is the whole box)
 run codegen's naive loops and cost what those cost; on strided domains only stride-cell blocks fix each
 lane's bounds.  A phased schedule (``StageSchedule.phase``) costs its blocks over ``q`` on the phased
 statements' own counts (:meth:`StageInfo.phase_info`), plus lane-by-lane stores along a phased ``q`` and its
@@ -30,7 +32,7 @@ from ..poly.stage import statements_of
 from . import StageSchedule
 
 __all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s",
-           "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY"]
+           "output_bytes", "streams", "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class StageInfo:
         ``stride_phases`` rule proposes (empty: none), see :meth:`phase_info`.
     :param divided: a read's last index is the last output index floor-divided (``x // 2``: a pool's upsampled
         gradient), which PoCL's work-item vectoriser does not widen.
+    :param outputs: its output tensors (a tuple reducer's argmax has two).
     """
 
     name: str
@@ -75,6 +78,7 @@ class StageInfo:
     phases: int = 1  # phase combinations its statements come from (a phased stage's info: prod of the strides)
     phased: tuple = ()  # ((phase, StageInfo over q), ...) for the phases the stride_phases rule proposes
     divided: bool = False  # a read's last index is the last output index // k (k >= 2): x // 2
+    outputs: int = 1  # output tensors
 
     def phase_info(self, phase):
         """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
@@ -249,6 +253,8 @@ def _stage_info(op):
                     box=not hasattr(op, "statements"))
     if any(op.output_dtype(i) == "bool" for i in range(op.num_outputs)):
         info = dataclasses.replace(info, vectors=False)
+    if op.num_outputs > 1:
+        info = dataclasses.replace(info, outputs=op.num_outputs)
     phased = _phased_infos(op, stmts, info)
     if phased:
         info = dataclasses.replace(info, phased=phased)
@@ -501,10 +507,27 @@ def _terms(info, ss, dm):
     steps = info.iterations / block
     cache_bytes = steps * per_step * info.itemsize
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
+    if streams(info, dm) and not ss.nontemporal_stores(info.shape):
+        dram_bytes += points * info.itemsize * info.outputs  # write-allocate: each line is read before it is written
     mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9)
     loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
     return _Terms(compute, mem, loads, busy, red, blocks, acc, live)
+
+
+def output_bytes(info):
+    """The bytes a stage writes."""
+    return math.prod(info.shape) * info.phases * info.itemsize * info.outputs
+
+
+def streams(info, dm):
+    """A stage the ``nontemporal_stores`` rule gives nontemporal blocks on ``dm``: a CPU whose probe passed them,
+    outputs that fill ``min_cache_fraction`` of its last-level cache (their lines would leave it unread anyway).
+    There the model charges a plain store's write-allocation, a read of each output line from memory."""
+    from .space import RULE  # the rule's constant (space imports this module: at call time)
+
+    return (dm.nontemporal and dm.kind == "cpu" and info.vectors and bool(info.shape) and dm.cache_bytes > 0
+            and output_bytes(info) >= RULE["nontemporal_stores"].constants["min_cache_fraction"] * dm.cache_bytes)
 
 
 def _blocked_cost(info, ss, dm):

@@ -20,7 +20,11 @@ derives the model from a calibration and the probe's capability set:
   as its multiply-add instruction rate (two load ports beside two FMA pipes
   on the x86 cores measured so far);
 - ``launch_s``: one kernel launch; ``local_sizes``: on GPUs, the work-group
-  sizes the copy kernel ran fastest with.
+  sizes the copy kernel ran fastest with;
+- ``nontemporal``: the probe's nontemporal stores compile and compute right
+  (CPUs); ``cache_bytes``: the last-level cache the device reports
+  (``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``; 0: unknown), against which the
+  ``nontemporal_stores`` rule sizes a stage's outputs.
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -51,6 +55,8 @@ class DeviceModel:
     :param min_parallel: work-items (CPU) or threads (GPU) below which the device idles.
     :param local_sizes: work-group sizes to choose from (empty: the implementation picks).
     :param source: where the figures come from.
+    :param nontemporal: nontemporal vector stores compile and compute right (the probe's family).
+    :param cache_bytes: the device's last-level cache in bytes (0: unknown).
     :raises DeviceError: when ``widths`` lacks 1 (scalar code does not work on the device).
     """
 
@@ -68,6 +74,8 @@ class DeviceModel:
     min_parallel: int  # work-items (CPU) or threads (GPU) below which the device idles
     local_sizes: tuple = ()  # work-group sizes to choose from (empty: the implementation picks)
     source: str = ""  # where the figures come from
+    nontemporal: bool = False  # nontemporal vector stores compile and compute right (the probe)
+    cache_bytes: int = 0  # the last-level cache (0: unknown)
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(sorted(int(w) for w in self.widths)))
@@ -115,8 +123,9 @@ class DeviceModel:
             raise DeviceError(f"cannot read the device model {path}: {e}") from None
 
     @classmethod
-    def from_calibration(cls, cal, widths=None, source=""):
-        """The model of a calibration (``polyad.runtime.calibrate.measure``'s dict) and the probe's widths."""
+    def from_calibration(cls, cal, widths=None, source="", nontemporal=False, cache_bytes=0):
+        """The model of a calibration (``polyad.runtime.calibrate.measure``'s dict), the probe's widths and
+        nontemporal stores, and the cache size the device reports."""
         gpu = cal["kind"] == "gpu"
         cores = int(cal["compute_units"])
         measured = {int(w): float(g) for w, g in cal["gflops"].items()}
@@ -136,7 +145,8 @@ class DeviceModel:
             cache_gbs=float(cal["cache_gbs"]), dram_gbs=float(cal["stream_gbs"]), load_rate=load_rate,
             launch_s=float(cal["launch_s"]),
             min_parallel=cores * 256 if gpu else max(4, 4 * cores),
-            local_sizes=tuple(cal.get("local_sizes", ())) if gpu else (), source=source)
+            local_sizes=tuple(cal.get("local_sizes", ())) if gpu else (), source=source,
+            nontemporal=bool(nontemporal) and not gpu, cache_bytes=int(cache_bytes))
 
     @classmethod
     def of(cls, device=None):
@@ -168,4 +178,7 @@ class DeviceModel:
         ]
         if self.local_sizes:
             lines.append("  work-group sizes: " + ", ".join(map(str, self.local_sizes)))
+        if self.cache_bytes or self.nontemporal:
+            lines.append(f"  last-level cache {self.cache_bytes / 2**20:.0f} MiB; nontemporal stores: "
+                         + ("yes" if self.nontemporal else "no"))
         return "\n".join(lines)

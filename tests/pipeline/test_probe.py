@@ -135,6 +135,12 @@ def test_capabilities_round_trip_and_describe_lists_failures():
     assert "float16: the compiler crashed (SIGABRT)" in text
     ok = probe.Capabilities("d", (1, 2, 4, 8, 16), True, True, {})
     assert ok.passes and probe.Capabilities.from_dict(ok.to_dict()).fp64 is True
+    assert probe.Capabilities.from_dict(ok.to_dict()).nontemporal is None  # not tried (a GPU)
+    # nontemporal stores are a speed-up where they work: without them the device still passes
+    no_nt = probe.Capabilities("d", (1, 2, 4, 8, 16), True, True, {"nontemporal": "build failed: x"},
+                               nontemporal=False)
+    assert no_nt.passes and probe.Capabilities.from_dict(no_nt.to_dict()).nontemporal is False
+    assert "nontemporal stores: no" in no_nt.describe()
     assert not probe.Capabilities("d", (2, 4), True, None, {"float1": "x"}).usable
     with pytest.raises(ValueError):
         probe.Capabilities.from_dict(dict(caps.to_dict(), format="polyad-probe-0"))
@@ -154,6 +160,9 @@ def test_an_edited_probe_record_fails_its_checksum_and_is_probed_again(device, t
     monkeypatch.setattr(probe, "_measure", counting)
     first = probe.capabilities(device)  # really probes: the cache directory is empty
     assert first.source == "probed now" and first.usable
+    from polyad.runtime.device import is_gpu
+
+    assert (first.nontemporal is None) == is_gpu(device)  # tried on CPUs alone
     (path,) = _probe_records(root)
     assert len(calls) == 1
     assert probe.capabilities(device).source == "cached" and len(calls) == 1  # read back, not measured
@@ -173,8 +182,11 @@ def test_an_edited_probe_record_fails_its_checksum_and_is_probed_again(device, t
 def test_every_probe_family_is_a_graph_evaluate_runs(family):
     outs, ins, sched, wide = probe.family_graph(family)
     assert wide == (family == "index64")
-    n = {"index64": 4, "fp64": 4}.get(family) or int(family[5:])
+    n = {"index64": 4, "fp64": 4, "nontemporal": 8}.get(family) or int(family[5:])
     assert {ss.vectorize for ss in sched.stages.values()} == {n}
+    # the nontemporal family is the float8 one with nontemporal stores: every stage stores so
+    assert {ss.nontemporal_stores(t.shape) for t in outs for ss in [sched.for_stage(t.op.name)]} == {
+        family == "nontemporal"}
     arrays = probe.family_inputs(ins)
     assert [a.shape for a in arrays] == [t.shape for t in ins]
     assert [str(a.dtype) for a in arrays] == [t.dtype for t in ins]
