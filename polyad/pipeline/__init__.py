@@ -200,10 +200,10 @@ def resolve_schedule(outputs, schedule, device=None, inputs=None):
     outs, ins = cut(outs, as_tensor_list(inputs, "build inputs") if inputs is not None else placeholders(outs))
     renamed = _renamed(outs)
     tuning = tuned.plan(schedule, renamed, ins, dev)
-    return _within_widths(tuning.resolve(renamed, model), model.widths, nontemporal=model.nontemporal)
+    return _within_device(tuning.resolve(renamed, model), model.widths, nontemporal=model.nontemporal)
 
 
-def _within_widths(sched, widths, why=None, nontemporal=True):
+def _within_device(sched, widths, why=None, nontemporal=True):
     """``sched`` with every vector width the device lacks narrowed to the widest it has (warned), and, where
     ``nontemporal`` is False (the device's probe did not pass them), without nontemporal stores (warned: a
     compiler without the builtin fails the build, and the fallback would blame the vector widths)."""
@@ -220,7 +220,7 @@ def _within_widths(sched, widths, why=None, nontemporal=True):
     default = cap(plain(sched.default))
     if stages == sched.stages and default == sched.default:
         return sched
-    msgs = [why(changed)] if why is not None and changed else []
+    msgs = [why(changed)] if why is not None and (changed or default.vectorize != sched.default.vectorize) else []
     if why is not None and (stored or default.nontemporal != sched.default.nontemporal):
         msgs.append(f"polyad: the device has no nontemporal stores (its probe did not pass them); stages "
                     f"{stored[:6] or ['(the default)']} store plainly")
@@ -395,7 +395,7 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
     from ..schedule import naive
 
     sched = tuning.resolve(renamed, model)
-    sched = _within_widths(sched, model.widths, why=lambda names: (
+    sched = _within_device(sched, model.widths, why=lambda names: (
         f"polyad: {_name(dev)} does not compile the vector widths the schedule asks for stages "
         f"{names[:6]}; they use the widest it does ({'/'.join(map(str, model.widths))})"),
         nontemporal=model.nontemporal)
@@ -405,7 +405,7 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
         w = _max_width(attempts[-1])
         if w <= 1:
             break
-        attempts.append(_within_widths(attempts[-1], [x for x in model.widths if x < w]))
+        attempts.append(_within_device(attempts[-1], [x for x in model.widths if x < w]))
     last = attempts[-1]
     if last.stages or last.inline or last.rfactor or last.pad or last.space_to_depth or last.fold:
         attempts.append(naive())

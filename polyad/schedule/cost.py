@@ -524,10 +524,11 @@ def streams(info, dm):
     """A stage the ``nontemporal_stores`` rule gives nontemporal blocks on ``dm``: a CPU whose probe passed them,
     outputs that fill ``min_cache_fraction`` of its last-level cache (their lines would leave it unread anyway).
     There the model charges a plain store's write-allocation, a read of each output line from memory."""
+    if not (dm.nontemporal and dm.kind == "cpu" and info.vectors and info.shape and dm.cache_bytes > 0):
+        return False
     from .space import RULE  # the rule's constant (space imports this module: at call time)
 
-    return (dm.nontemporal and dm.kind == "cpu" and info.vectors and bool(info.shape) and dm.cache_bytes > 0
-            and output_bytes(info) >= RULE["nontemporal_stores"].constants["min_cache_fraction"] * dm.cache_bytes)
+    return output_bytes(info) >= RULE["nontemporal_stores"].constants["min_cache_fraction"] * dm.cache_bytes
 
 
 def _blocked_cost(info, ss, dm):
