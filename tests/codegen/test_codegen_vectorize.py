@@ -51,3 +51,35 @@ def test_scalar_blocks_have_no_vector_forms():
     (st,) = _blocks(prog, "assign")
     plan = vz.vectorize_block(st)
     assert plan.width == 1 and plan.values is None and [(s.width, s.tensor.name) for s in plan.stores] == [(1, "Y")]
+
+
+def _upsampled_mask():
+    """``Y[i, j] = M[i, j // 2] == j % 2 ? H[i, j // 2] : 0``: a max-pool gradient's shape."""
+    M = pa.placeholder((4, 8), "int32", name="M")
+    H = pa.placeholder((4, 8), name="H")
+    return pa.compute((4, 16), lambda i, j: pa.select(M[i, j // 2] == j % 2, H[i, j // 2], pa.const(0.0)),
+                      name="Y"), [M, H]
+
+
+def test_a_lane_by_lane_select_reads_its_in_bounds_operands_always_and_selects(opencl):
+    """A select printed lane by lane is ``select()`` over reads isl proves in bounds (no branch a lane: a max-pool
+    gradient's argmax matches are unpredictable, and the branches ran it 6x slower); a read it cannot prove stays
+    under its condition, in a ``?:``."""
+    import numpy as np
+
+    Y, ins = _upsampled_mask()
+    ss = StageSchedule(tile=(1, 8), vectorize=4)
+    src = generate([Y], ins, Schedule("v", stages={"Y": ss})).source
+    assert "select(0.0f, H[" in src and "? H[" not in src and "min(max(" not in src
+    M, H = ins
+    # a read past H's rows where its condition is false (j >= 14): isl's proof is over the whole domain, so it
+    # stays under its condition
+    G = pa.compute((4, 16), lambda i, j: pa.select((M[i, j // 2] == j % 2) & (j < 14), H[i, j // 2 + 1],
+                                                   pa.const(0.0)), name="G")
+    guarded = generate([G], [M, H], Schedule("v", stages={"G": ss})).source
+    assert "? H[" in guarded and "select(0.0f, H[" not in guarded
+    rng = np.random.default_rng(0)
+    arrays = [rng.integers(0, 2, (4, 8)).astype("int32"), rng.standard_normal((4, 8)).astype("float32")]
+    for t, src_ins in ((Y, ins), (G, [M, H])):
+        m = pa.build([t], src_ins, schedule=Schedule("v", stages={t.op.name: ss}))
+        np.testing.assert_array_equal(m(*arrays)[0], pa.evaluate([t], dict(zip(src_ins, arrays)))[0])
