@@ -12,8 +12,8 @@ elements each block reads per reduction step (a read reused along a tiled dimens
 block); ``DRAM bytes``: the outputs and each read once, and the outputs again where a plain store first
 reads its line from memory (:func:`streams`: outputs the last-level cache cannot hold, on a device whose
 nontemporal stores do not); ``busy``: blocks against the work-items that keep the device busy.  Blocks
-that are not full tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is the whole box)
-run codegen's naive loops and cost what those cost; on strided domains only stride-cell blocks fix each
+that are not full tiles of a non-rectangular domain (isl: the interior where a point's reduction slice is
+the whole box) run codegen's naive loops and cost what those cost; on strided domains only stride-cell blocks fix each
 lane's bounds.  A phased schedule (``StageSchedule.phase``) costs its blocks over ``q`` on the phased
 statements' own counts (:meth:`StageInfo.phase_info`), plus lane-by-lane stores along a phased ``q`` and its
 build amortised (:func:`phase_build_s`).  It ranks schedules; it does not predict times.  :func:`stage_features` flattens a
