@@ -128,3 +128,37 @@ def test_the_model_charges_plain_stores_a_read_of_each_line_where_the_rule_appli
         1.5 * stage_features(info, nt, STREAMS)["mem_s"], rel=0.05)
     for dm in (ZEN5, dataclasses.replace(STREAMS, cache_bytes=2**20)):
         assert stage_cost(info, plain, dm) == stage_cost(info, nt, dm)
+
+
+def _max_pool_grad(width=16):
+    X = pa.placeholder((2, 4, 16, width), name="X")  # dX at width 16: 8 KiB
+    Y = pa.nn.pool2d(X, (2, 2), (2, 2), 0, "max")
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    return dX, X, H
+
+
+def test_a_strided_gradient_that_fills_the_cache_streams_stride_cells_of_whole_rows():
+    dX, _, _ = _max_pool_grad()
+    small = dataclasses.replace(STREAMS, cache_bytes=2**12)  # 4 KiB: dX fills it
+    sp = _space(dX, small)
+    assert sp.decided == "strided_rows"
+    (ranked,) = sp.ranked()
+    assert ranked == StageSchedule(tile=(1, 1, 2, 16), vectorize=4, nontemporal=True)
+    assert auto_schedule([dX], device=small).stages[dX.op.name] == ranked
+    for dm in (ZEN5, dataclasses.replace(small, cache_bytes=2**20)):  # no nontemporal stores; dX fits the cache
+        assert _space(dX, dm).decided != "strided_rows"
+
+
+def test_stride_cells_of_whole_rows_compute_the_max_pool_gradient(opencl):
+    import numpy as np
+
+    dX, X, H = _max_pool_grad(width=24)
+    ss = StageSchedule(tile=(1, 1, 2, 24), vectorize=4, nontemporal=True)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, H)]
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")  # a device without nontemporal stores says so
+        m = pa.build([dX], [X, H], schedule=Schedule("rows", stages={dX.op.name: ss}))
+    assert "select(" in m.source and "? H[" not in m.source  # the lanes select, they do not branch
+    np.testing.assert_array_equal(m(*arrays)[0], pa.evaluate([dX], dict(zip([X, H], arrays)))[0])
