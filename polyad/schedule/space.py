@@ -1195,10 +1195,13 @@ def _divided_rows(op, info, dm, graph):
         return []  # (strided: a max-pool's gradient compares window indices; stride-cell blocks were measured there)
     if _copy_rows(op, info, dm, graph):
         return []  # a plain copy (no arithmetic) keeps copy_rows' whole rows, measured on copies
-    e = op.shape[-1]
-    vec = next((v for v in _const("divided_rows", "widths") if v in dm.widths and v <= dm.vector_width and e % v == 0),
-               None)
+    vec = _row_width("divided_rows", op.shape[-1], dm)
     return [] if vec is None else [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (vec,), vectorize=vec)]
+
+
+def _row_width(rule, e, dm):
+    """The first of ``rule``'s ``widths`` that the device has (at most its best) and that divides a row of ``e``."""
+    return next((v for v in _const(rule, "widths") if v in dm.widths and v <= dm.vector_width and e % v == 0), None)
 
 
 def _strided_rows(op, info, dm, graph):
@@ -1211,8 +1214,7 @@ def _strided_rows(op, info, dm, graph):
     e, strides = op.shape[-1], info.strides or (1,) * len(op.shape)
     if e > _const("strided_rows", "max_row") or e % strides[-1]:
         return []
-    vec = next((v for v in _const("strided_rows", "widths") if v in dm.widths and v <= dm.vector_width and e % v == 0),
-               None)
+    vec = _row_width("strided_rows", e, dm)
     return [] if vec is None else [StageSchedule(tile=tuple(strides[:-1]) + (e,), vectorize=vec)]
 
 
