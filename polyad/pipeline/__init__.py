@@ -212,7 +212,7 @@ def _within_device(sched, widths, why=None, nontemporal=True):
         return ss if v == ss.vectorize else dataclasses.replace(ss, vectorize=v)
 
     def plain(ss):
-        return ss if nontemporal or not ss.nontemporal else dataclasses.replace(ss, nontemporal=False)
+        return ss if nontemporal else ss.stored(False)
 
     stages = {n: cap(plain(ss)) for n, ss in sched.stages.items()}
     changed = sorted(n for n in stages if stages[n].vectorize != sched.stages[n].vectorize)

@@ -11,7 +11,7 @@ See docs/scheduling.md.
 """
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from ..errors import ScheduleError
 
@@ -93,6 +93,10 @@ class StageSchedule:
         """
         return (self.nontemporal and self.vectorize > 1 and len(shape) > 0 and shape[-1] % self.vectorize == 0
                 and (self.phase is None or self.phase[-1] == 1))
+
+    def stored(self, nontemporal):
+        """This schedule with its vector blocks' stores nontemporal or plain (itself where they already are)."""
+        return self if self.nontemporal == nontemporal else replace(self, nontemporal=nontemporal)
 
     def to_dict(self):
         """Plain data (JSON-ready): every field, tuples as lists; ``phase`` only when set and ``nontemporal``

@@ -1412,7 +1412,7 @@ def _only_own(rule_name):
 
     def limit(op, info, dm, graph, cands, ranked):
         own = RULE[rule_name].propose(op, info, dm, graph)
-        return [c for c in cands if _stored_plainly(c.schedule) in own]  # in either store form: _one_store_form
+        return [c for c in cands if c.schedule.stored(False) in own]  # in either store form: _one_store_form
 
     return limit
 
@@ -1531,14 +1531,10 @@ def _operand_groups(op, info, dm, ss, mine_only=False):
     return [(mine, True)] if mine_only else [(ss, False), (mine, True)]
 
 
-def _stored_plainly(ss):
-    return dataclasses.replace(ss, nontemporal=False) if ss.nontemporal else ss
-
-
 def _nontemporal_variants(op, info, dm, ss, mine_only=False):
     """A vector block in both store forms where its stores can be nontemporal (aligned: the width divides the
     innermost extent); the model ranks the nontemporal one."""
-    nt = dataclasses.replace(ss, nontemporal=True)
+    nt = ss.stored(True)
     if ss.nontemporal or not nt.nontemporal_stores(info.shape):
         return [(ss, True)]
     return [(nt, True)] if mine_only else [(ss, False), (nt, True)]
@@ -1549,7 +1545,7 @@ def _one_store_form(op, info, dm, graph, cands, ranked):
     store forms, the model ranks the nontemporal one."""
     forms = {c.schedule for c in cands}
     return [c for c in ranked
-            if c.schedule.nontemporal or dataclasses.replace(c.schedule, nontemporal=True) not in forms]
+            if c.schedule.nontemporal or c.schedule.stored(True) not in forms]
 
 
 def stage_space_key(op, info, graph=None):

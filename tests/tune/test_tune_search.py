@@ -4,6 +4,7 @@ candidates.  No OpenCL: the space is a recorded device model's."""
 
 import json
 import math
+import random
 import statistics
 import warnings
 
@@ -15,6 +16,7 @@ from polyad.schedule.cost import stage_cost
 from polyad.schedule.tuning import read_log
 from polyad.tuner.configs import ConfigSpace
 from polyad.tuner.measure import FunctionMeasurer, graph_context
+from polyad.tuner.search import Evolutionary
 
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
 ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
@@ -285,7 +287,6 @@ def test_the_space_has_graph_variants_and_auto_first():
 def test_probes_build_variants_lazily_and_compose_moves():
     """Past the variants built at the start, the space builds a variant when a probe asks for it: a move made
     on (or undone from) a parent's variant, each (variant, move) once, at most ``builds`` new variants a call."""
-    import random
 
     outs, ins = _softmax_backward()
     ctx = graph_context(outs, ins, ZEN5)
@@ -587,10 +588,6 @@ def test_stage_times_pool_every_trial_of_a_stage_schedule():
         st.add(other, trial(other, t))
     assert st.median(stages[i], stages[i].candidates[picks[i]]) == 5.0
     assert st.best_candidate(stages[i]) == other[1][i]
-    import random
-
-    from polyad.tuner.search import Evolutionary
-
     search = Evolutionary(space, random.Random(0), ZEN5, stage_times=st)  # the search's best of each stage
     assert other in search._best_of_each_stage()  # by the median: auto's fastest single time was 1.0
     assert st.estimate(auto) == pytest.approx(5.0 + (len(stages) - 1) * 1.0)
@@ -725,7 +722,6 @@ def test_the_speed_up_reported_is_the_held_out_rounds_and_they_can_turn_the_choi
 def test_a_step_mutation_changes_one_field_of_one_stage():
     """Ansor's tile-size mutation: with p_step=1 a mutated stage moves to a candidate that differs from its own in
     one field (a tile dimension, the vector width, the unroll, the work-group)."""
-    import random
 
     from polyad.tuner.configs import _fields
 
@@ -825,7 +821,6 @@ def _strided_conv_backward():
 def test_variants_share_stage_spaces_and_equal_fresh_ones(graph, model):
     """The space computes each distinct stage's candidates once (``stage_space_key``) and stage infos once per
     structure: every variant, auto's neighbours and their neighbours, equals one built with nothing shared."""
-    import random
 
     from polyad.schedule import cost
     from polyad.tuner.configs import _variant, apply_moves
@@ -884,7 +879,6 @@ def test_the_cost_model_trains_again_once_its_samples_grew_by_a_quarter():
 def test_the_cost_models_remembered_predictions_are_its_trees_and_go_with_them(conv):
     """Predictions are made once per stage schedule until the trees are trained again: the same numbers, bit for bit,
     as predicting every config's rows afresh, and a new training forgets them."""
-    import random
 
     import numpy as np
 
