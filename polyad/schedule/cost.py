@@ -21,6 +21,7 @@ build amortised (:func:`phase_build_s`).  It ranks schedules; it does not predic
 """
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -526,9 +527,16 @@ def streams(info, dm):
     There the model charges a plain store's write-allocation, a read of each output line from memory."""
     if not (dm.nontemporal and dm.kind == "cpu" and info.vectors and info.shape and dm.cache_bytes > 0):
         return False
-    from .space import RULE  # the rule's constant (space imports this module: at call time)
+    return output_bytes(info) >= _min_cache_fraction() * dm.cache_bytes
 
-    return output_bytes(info) >= RULE["nontemporal_stores"].constants["min_cache_fraction"] * dm.cache_bytes
+
+@functools.cache
+def _min_cache_fraction():
+    """The ``nontemporal_stores`` rule's constant, read once (space imports this module: at first call; a lookup
+    a call was a quarter of ``stage_cost``'s time on the tuner's path)."""
+    from .space import RULE
+
+    return RULE["nontemporal_stores"].constants["min_cache_fraction"]
 
 
 def _blocked_cost(info, ss, dm):
