@@ -363,15 +363,14 @@ def _reduction_bands(sched, stmts, unroll):
     return _insert_band(sched, stmts, red)
 
 
-def _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, grid_dims, shape=None):
-    """IslStatements and the schedule (grid band on top) of a tiled stage (``shape``: the extents the
-    tile applies to, the stage's own or, for a phased stage, those of ``q``)."""
+def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None):
+    """IslStatements and the schedule (grid band on top) of a tiled stage (``bases``: each statement's C name;
+    ``shape``: the extents the tile applies to, the stage's own or, for a phased stage, those of ``q``)."""
     n = len(op.shape)
     blocks = tuple(-(-s // t) for s, t in zip(shape or op.shape, tile))
     ists, parts = [], []
     unrolled = isl.ast_loop_type.unroll
-    for si, st in enumerate(stmts):
-        base = c_identifier(f"{kname}_{st.name}", used_stmt)
+    for si, (st, base) in enumerate(zip(stmts, bases)):
         full, (group_out, group, lanes), partial = _split_full_tiles(st, tile, vec)
         m = len(st.vars) - st.n_out
 
@@ -587,6 +586,12 @@ def _union(sets):
     return out
 
 
+#: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of: the stage (held by the
+#: entry, so that its id is not reused), names, tiling and phase.  A tuner's candidate changes a stage or three of
+#: lenet_step's thirty and builds them all again: that was a quarter of generating its candidates (26 ms each).
+_TILED = Recent(1024)
+
+
 def build_tree(stages, schedule):
     """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``."""
     used_kernel, used_stmt = set(), set()
@@ -601,14 +606,23 @@ def build_tree(stages, schedule):
             stmts = phase.phase_statements(op, stmts, sched_of.phase)
             shape = phase.phase_shape(shape, sched_of.phase)
         if tile is not None:
-            ists, sched = _tiled_stage(op, stmts, kname, used_stmt, tile, vec, unroll, sched_of.grid_dims, shape)
-            check_legality(op, ists, sched)
+            bases = tuple(c_identifier(f"{kname}_{st.name}", used_stmt) for st in stmts)
+            key = (id(op), kname, bases, tile, vec, unroll, sched_of.grid_dims, sched_of.phase, UNROLL_IN_PRINTER,
+                   PHASE_IN_GRID)
+            hit = _TILED.get(key)
+            if hit is None:
+                ists, sched = _tiled_stage(op, stmts, bases, tile, vec, unroll, sched_of.grid_dims, shape)
+                check_legality(op, ists, sched)
+                node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
+                hit = _TILED.put(key, (op, tuple(stmts), ists,
+                                       node.insert_mark(isl.Id(KERNEL_MARK + kname)).get_schedule()))
+            # the statements the entry's were built from: a phased stage's are built anew on every call, and the
+            # printer knows a statement by its object
+            _, stmts, ists, marked = hit
             for ist in ists:
                 table[ist.name] = ist
-            node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
-            node = node.insert_mark(isl.Id(KERNEL_MARK + kname))
-            stage_scheds.append(node.get_schedule())
-            kernels.append(KernelSpec(kname, op, tuple(stmts), sched_of.local_size,
+            stage_scheds.append(marked)
+            kernels.append(KernelSpec(kname, op, stmts, sched_of.local_size,
                                       sched_of.nontemporal_stores(op.shape)))
             continue
         ists, parts = [], []

@@ -270,7 +270,8 @@ def test_legality_check_rejects_reordered_reductions():
 
     X = pa.placeholder((6, 5), name="X")
     op = pa.ops.argmax(X, axis=1).op  # a tuple reduction: the order of the reduction points matters
-    ists, good = _tiled_stage(op, statements_of(op), "A", set(), (4,), 4, 1, 3)
+    stmts = statements_of(op)
+    ists, good = _tiled_stage(op, stmts, [f"A_{st.name}" for st in stmts], (4,), 4, 1, 3)
     assert {x.role for x in ists} == {"init", "update", "final"}
     check_legality(op, ists, good)
     dom = isl.UnionSet(ists[0].domain)
