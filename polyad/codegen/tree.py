@@ -586,9 +586,10 @@ def _union(sets):
     return out
 
 
-#: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of: the stage (held by the
-#: entry, so that its id is not reused), names, tiling and phase.  A tuner's candidate changes a stage or three of
-#: lenet_step's thirty and builds them all again: that was a quarter of generating its candidates (26 ms each).
+#: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of:
+#: the stage (held by the entry, so that its id is not reused), names, tiling and phase.  A tuner's candidate
+#: changes a stage or three of lenet_step's thirty and builds them all again: that was a quarter of generating
+#: its candidates (26 ms each).
 _TILED = Recent(1024)
 
 
