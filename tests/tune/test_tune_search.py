@@ -939,3 +939,29 @@ def test_the_naive_cost_remembered_is_the_naive_schedules_cost():
                 assert naive_cost(s.info, ZEN5) == stage_cost(s.info, StageSchedule(), ZEN5) == naive_cost(s.info, ZEN5)
                 strided += s.info.strided
     assert strided
+
+
+def test_the_model_ranks_the_bred_configs_and_the_random_draws_are_left_to_exploration(conv):
+    """A round's random draws never reach the cost model (every stage of one is new to it: they were most of the rows
+    it computed features for, and it ranked none into a round); they stay in the pool that exploration draws from."""
+    from polyad.tuner.measure import Trial
+
+    ctx, _, _ = conv
+    space = ConfigSpace(ctx.outputs, ZEN5, ctx.auto)
+    drawn, ranked = set(), []
+    real_random = space.random
+    search = Evolutionary(space, random.Random(2), ZEN5)
+    space.random = lambda rng: drawn.add(c := real_random(rng)) or c
+    real_predict = search.cost.predict
+    search.cost.predict = lambda sp, configs: ranked.extend(configs) or real_predict(sp, configs)
+    seen, picked = set(), []
+    for _ in range(6):
+        out = search.propose(12, seen)
+        assert len(out) == 12
+        for c in out:
+            st = {ch.name: _fake_time(ch.info, ss) for ch, ss in space.stage_pairs(c)}
+            search.tell(c, Trial(sum(st.values()), (1.0,), st))
+        seen |= set(out)
+        picked += out
+    assert ranked and drawn and not drawn & set(ranked)
+    assert drawn & set(picked)  # exploration measures some of them
