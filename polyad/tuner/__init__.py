@@ -200,6 +200,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         pace = _Pace(first=max(1, getattr(measurer, "workers", 1)))
         try:
             session.run([space.auto_config()], search, bar)  # often a cache hit: not the search's pace
+            bred = None  # the next round, bred while the last one built (a measurer that overlaps)
             while session.trials < trials and not measurer.nothing_to_tune:
                 want, cap = min(n_batch, trials - session.trials), None
                 if time_budget is not None:
@@ -210,10 +211,15 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
                     # a compile that hangs costs what is left of the budget, not the whole per-candidate timeout
                     cap = max(left, MIN_TIMEOUT) if left < timeout else None
                 with pace(session):  # the round's breeding and model training count too
-                    configs = search.propose(want, session.seen)
+                    # bred in the last round, or now (none bred there: the last round's measurer does not overlap,
+                    # the log held its configs, or it was to be the last)
+                    configs = bred.result[:want] if bred is not None and bred.result else \
+                        search.propose(want, session.seen)
                     if not configs:
                         break  # the space is exhausted
-                    session.run(configs, search, bar, timeout=cap)
+                    bred = _Breeding(search, min(n_batch, trials - session.trials - len(configs)), session.seen)
+                    session.run(configs, search, bar, timeout=cap, meanwhile=bred)
+                    bred = bred if bred.called else None
             if confirm > 0:
                 session.race()
             session.confirm(confirm)
@@ -228,6 +234,22 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         return session.result(time.perf_counter() - start)
     finally:
         measurer.close()
+
+
+class _Breeding:
+    """The search's next round, bred when called: a measurer that overlaps calls it while its workers generate and
+    compile this round, so that the breeding and the model's training (a sixth of lenet_step's tuning) take no
+    wall time of their own.  The round is bred from the trials before this one (a round behind: the same
+    proposals whatever the timing), and knows this one's configs (``seen``) so as not to propose them again."""
+
+    def __init__(self, search, n, seen):
+        self.search, self.n, self.seen = search, n, seen
+        self.called, self.result = False, []
+
+    def __call__(self):
+        if not self.called:
+            self.called = True
+            self.result = self.search.propose(self.n, self.seen) if self.n > 0 else []
 
 
 class _Pace:
@@ -317,7 +339,10 @@ class _Session:
         self.confirmed = None  # (auto Trial, best Trial): medians of the side-by-side check
         self.codegen_s = self.compile_s = self.measure_s = 0.0
 
-    def run(self, configs, search, bar, timeout=None):
+    def run(self, configs, search, bar, timeout=None, meanwhile=None):
+        """Measure ``configs`` (those the log does not hold) and tell ``search`` each trial.  ``meanwhile``: passed
+        to a measurer that :attr:`~polyad.tuner.measure.Measurer.overlaps` (it calls it while its workers build),
+        else not called here."""
         from .measure import Trial
 
         todo, scheds = [], []
@@ -336,7 +361,8 @@ class _Session:
             scheds.append(s)
         if not todo:
             return
-        for c, s, t in zip(todo, scheds, self._measure(scheds, timeout=timeout)):
+        kw = {"meanwhile": meanwhile} if meanwhile is not None and self.measurer.overlaps else {}
+        for c, s, t in zip(todo, scheds, self._measure(scheds, timeout=timeout, **kw)):
             self.trials += 1
             self._tell(c, s, t, search, write=True)
             if bar is not None:

@@ -90,11 +90,19 @@ class DaskMeasurer(Measurer):
         self._token = uuid.uuid4().hex
         self._options = {"device": device, "repeat": repeat, "timeout": timeout}
 
-    def measure(self, schedules, pair_same=False, timeout=None):
+    overlaps = True  # the client breeds the next round while the workers build and measure this one
+
+    def measure(self, schedules, pair_same=False, timeout=None, meanwhile=None):
         from .measure import Trial
 
         futures = [self.client.submit(_remote_measure, self._graph, self._token, s.to_json(), self._options,
                                       pair_same, timeout, pure=False) for s in schedules]
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:  # Ctrl-C: the candidates are not wanted any more
+                self.client.cancel(futures)
+                raise
         out = []
         for f in futures:
             try:

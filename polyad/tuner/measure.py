@@ -34,6 +34,7 @@ function (tests, and searching a recorded space).
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,6 +184,9 @@ class Measurer:
     device_key = ""
     workers = 1
     nothing_to_tune = False
+    #: :meth:`measure` takes ``meanwhile``: a callable it calls once, in this thread, while its workers build the
+    #: batch (the tuner breeds its next round there); measurers without it are called without
+    overlaps = False
 
     def context(self):
         """The :class:`Context` of the graph it measures."""
@@ -192,7 +196,9 @@ class Measurer:
         """One :class:`Trial` per schedule, in order.  ``pair_same``: time a schedule that compiles to the
         reference's own kernels beside the reference too (the end check's fresh modules of auto), instead of
         giving it the ratio 1.  ``timeout``: seconds a candidate's compile or first run may take in this batch, if
-        less than the measurer's own (the tuner's time budget nearly spent)."""
+        less than the measurer's own (the tuner's time budget nearly spent).  Where :attr:`overlaps`, also
+        ``meanwhile``: called once, in this thread, while the workers build (a local measurer: while they compile,
+        before any timed run)."""
         raise NotImplementedError
 
     def close(self):
@@ -254,7 +260,9 @@ class LocalMeasurer(Measurer):
             self._programs_here = Programs(self.outs, self.ins, _wide_indices(self.dev, self._context.model))
         return self._programs_here(schedule)  # what pa.build compiles
 
-    def measure(self, schedules, pair_same=False, timeout=None):
+    overlaps = True
+
+    def measure(self, schedules, pair_same=False, timeout=None, meanwhile=None):
         from ..runtime.cache import precompile
         from ..runtime.module import per_kernel_requests
 
@@ -278,14 +286,26 @@ class LocalMeasurer(Measurer):
             from ..runtime.builder import Worker
 
             self._pool = [Worker() for _ in range(self.workers)]
-        built = precompile(distinct, self.dev, timeout=limit, pool=self._pool)
+
+        def compiled():
+            return precompile(distinct, self.dev, timeout=limit, pool=self._pool), time.perf_counter()
+
+        if meanwhile is None:
+            built, t_built = compiled()
+        else:
+            # the compile in a thread (it only talks to the compiler processes), ``meanwhile`` here (isl is for one
+            # thread); the compile's time is until it is done, what ``meanwhile`` takes past it is the caller's
+            with ThreadPoolExecutor(1) as ex:
+                pending = ex.submit(compiled)
+                meanwhile()
+                built, t_built = pending.result()
         failed = {r[0]: e for r, e in zip(distinct, built) if e is not None}
         for i, reqs in enumerate(requests):
             bad = [failed[r[0]] for r in reqs.values() if r[0] in failed]
             if bad and errors[i] is None:
                 errors[i] = _first_line(bad[0])
         codegen_s = (t_gen - t0) / max(1, len(schedules))
-        compile_s = (time.perf_counter() - t_gen) / max(1, len(schedules))
+        compile_s = (t_built - t_gen) / max(1, len(schedules))
         out = []
         for p, reqs, err in zip(programs, requests, errors):
             t1 = time.perf_counter()

@@ -444,3 +444,33 @@ def test_a_graph_the_workers_cannot_take_is_generated_here(monkeypatch):
         assert m._generators is False
     finally:
         m.close()
+
+
+def test_the_next_round_is_bred_while_the_batch_compiles_and_its_time_past_the_compile_is_not_compile_time():
+    """``meanwhile`` runs once per batch, in the caller's thread, before any timed run, as the compiler processes
+    work; a batch with nothing to compile (its kernels on disk) reads no compile time for a breeding of 0.4 s."""
+    import random
+    import threading
+    import time
+
+    outs, ins = _dense_backward(names=("Xm", "Wm", "Hm"), n=12)
+    m = LocalMeasurer(outs, ins, data=_arrays(ins), workers=2, repeat=2)
+    calls = []
+
+    def breed():
+        calls.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.4)
+
+    try:
+        space = ConfigSpace(m.context().outputs, m.context().model, m.context().auto)
+        rng = random.Random(0)
+        fresh = [space.schedule(space.mutate(space.auto_config(), rng)) for _ in range(2)]
+        got = m.measure(fresh, meanwhile=breed)
+        assert calls == [True] and all(t.ok or t.error for t in got)
+        t0 = time.perf_counter()
+        again = m.measure(fresh, meanwhile=breed)  # compiled above: nothing to compile now
+        assert calls == [True, True] and time.perf_counter() - t0 >= 0.4
+        assert all(t.compile_s < 0.1 for t in again)
+        assert m.measure([m.context().auto])[0].ok and calls == [True, True]  # not given: not called
+    finally:
+        m.close()

@@ -965,3 +965,67 @@ def test_the_model_ranks_the_bred_configs_and_the_random_draws_are_left_to_explo
         picked += out
     assert ranked and drawn and not drawn & set(ranked)
     assert drawn & set(picked)  # exploration measures some of them
+
+
+class _Overlapping(FunctionMeasurer):
+    """The fake device, measuring as a local measurer does: ``meanwhile`` (the tuner's next round) while it
+    builds, before it times; every call recorded."""
+
+    overlaps = True
+
+    def __init__(self, *a, events=None, interrupt_at=None, **kw):
+        super().__init__(*a, **kw)
+        self.events, self.interrupt_at, self.bred = events if events is not None else [], interrupt_at, 0
+
+    def measure(self, schedules, pair_same=False, timeout=None, meanwhile=None):
+        self.events.append(("build", len(schedules)))
+        if meanwhile is not None:
+            self.bred += 1
+            if self.bred == self.interrupt_at:
+                raise KeyboardInterrupt
+            meanwhile()
+        out = super().measure(schedules, pair_same, timeout)
+        self.events.append(("timed", len(schedules)))
+        return out
+
+
+def _overlapping(ctx, **kw):
+    _, base = _fake(ctx)
+    return _Overlapping(ctx, base.stage_time, base.stage_names, **kw)
+
+
+def test_an_overlapping_measurer_gets_the_next_round_bred_while_it_builds(conv, monkeypatch):
+    """The next round is bred inside the measurer's call, before its timed runs, from the trials before this round
+    (one round behind, whatever the timing: a seeded search is the same search); it proposes nothing measured or
+    being measured, and the trial count holds."""
+    ctx, outs, ins = conv
+    events = []
+    real = Evolutionary.propose
+    monkeypatch.setattr(Evolutionary, "propose",
+                        lambda self, n, seen: events.append(("bred", len(self.results))) or real(self, n, seen))
+    m = _overlapping(ctx, events=events)
+    res = pa.tune(outs, ins, measurer=m, trials=30, seed=4, batch=4)
+    assert res.trials == 30 and m.calls == 30
+    rounds = [i for i, e in enumerate(events) if e[0] == "build"]
+    assert m.bred >= 6
+    # every search round but the last (nothing left to breed) has the next one bred inside it
+    assert sum(events[i + 1][0] == "bred" for i in rounds[1:]) >= len(rounds) - 2
+    told = 1  # auto's trial, before the search
+    for i in rounds[1:]:  # each search round: the next one bred between its build and its timed runs
+        if events[i + 1][0] == "bred":
+            assert events[i + 2][0] == "timed"
+            assert events[i + 1][1] == told  # it knows the trials before this round, not this round's
+        told += events[i][1]
+    again = pa.tune(outs, ins, measurer=_overlapping(ctx), trials=30, seed=4, batch=4)
+    assert again.history == res.history and again.schedule.to_json() == res.schedule.to_json()
+
+
+def test_ctrl_c_while_the_next_round_is_bred_leaves_a_valid_log(conv, tmp_path):
+    ctx, outs, ins = conv
+    log = tmp_path / "log.jsonl"
+    m = _overlapping(ctx, interrupt_at=3)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        res = pa.tune(outs, ins, measurer=m, trials=40, log=log, batch=4)
+    assert res.interrupted and res.time <= res.auto_time
+    recs = read_log(log)
+    assert len(recs) == res.trials == m.calls and len({r.config for r in recs}) == len(recs)
