@@ -446,9 +446,10 @@ def test_a_graph_the_workers_cannot_take_is_generated_here(monkeypatch):
         m.close()
 
 
-def test_the_next_round_is_bred_while_the_batch_compiles_and_its_time_past_the_compile_is_not_compile_time():
+def test_the_next_round_is_bred_while_the_batch_compiles_and_its_time_is_not_compile_time():
     """``meanwhile`` runs once per batch, in the caller's thread, before any timed run, as the compiler processes
-    work; a batch with nothing to compile (its kernels on disk) reads no compile time for a breeding of 0.4 s."""
+    work; its time is not counted as the compile's: a batch with nothing to compile (its kernels on disk) reads no
+    compile time for a breeding of 0.4 s."""
     import random
     import threading
     import time
