@@ -239,7 +239,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
 class _Breeding:
     """The search's next round, bred when called: a measurer that overlaps calls it while its workers compile this
     round, so that the breeding and the model's training (a sixth of a lenet_step tuning's wall time) run on the
-    cores the compilers leave (on the 2-core VM, whose cores they fill, that saved 3-19% of the breeding's time).
+    cores the compilers leave (on the 2-core VM, whose cores they fill, that saved 3-23% of the breeding's time).
     The round is bred from the trials before this one (a round behind: the same proposals whatever the timing),
     and knows this one's configs (``seen``) so as not to propose them again."""
 

@@ -296,7 +296,7 @@ class LocalMeasurer(Measurer):
         else:
             # the compile in a thread (it only talks to the compiler processes), ``meanwhile`` here (isl is for one
             # thread).  Its time is not the compile's: on a machine whose cores the compilers fill, it takes their
-            # time (2-core VM: a round bred beside the compile saved 3-19% of its own time, not all of it)
+            # time (2-core VM: a round bred beside the compile saved 3-23% of its own time, not all of it)
             with ThreadPoolExecutor(1) as ex:
                 pending = ex.submit(compiled)
                 t_bred = time.perf_counter()

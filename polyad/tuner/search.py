@@ -1,12 +1,13 @@
 """Search policies over a :class:`~polyad.tuner.configs.ConfigSpace`.
 
 :class:`Evolutionary` is Ansor's loop, at the scale of a gradient graph: each round breeds a few
-hundred configs from the fastest measured ones (mutation: another candidate for one or two stages,
-or another graph variant; crossover: per stage, one parent's candidate), adds the best-of-each-stage
-combination of every variant (stages are measured jointly, so their times are known separately) and one config
-on a graph variant a move away from the fastest ones' (:meth:`~polyad.tuner.configs.ConfigSpace.probe`: a
-local search over the graph decisions), ranks the rest with a cost model and measures the top of the ranking
-plus a few random ones (exploration).
+hundred configs, most from the fastest measured ones (mutation: another candidate for one or two stages,
+or another graph variant; crossover: per stage, one parent's candidate), some drawn at random, adds the
+best-of-each-stage combination of every variant (stages are measured jointly, so their times are known
+separately) and one config on a graph variant a move away from the fastest ones'
+(:meth:`~polyad.tuner.configs.ConfigSpace.probe`: a local search over the graph decisions), ranks the bred ones
+with a cost model and measures the top of the ranking plus a few of the rest, the random draws among them
+(exploration).
 
 The cost model predicts a stage's log time from :func:`polyad.schedule.cost.stage_features` (isl counts,
 the schedule, the analytic model's own terms) with gradient-boosted trees (scikit-learn's
