@@ -114,6 +114,9 @@ class StageTimes:
         self._medians = {}  # the same keys -> the median, until a time is added
         self._measured = {}  # id(choice) -> {schedule: None}, in the order measured
         self._index = {}  # id(choice) -> {schedule: candidate index}
+        # id(choice) -> its best candidate, until a time of it is added: every round asks it of every stage of every
+        # variant (lenet_step: 150 variants of 30 stages, 2.2 s of a 150 s tuning when worked out each time)
+        self._best = {}
 
     def add(self, config, trial):
         """The stage times of one trial of ``config`` (those it has)."""
@@ -122,6 +125,7 @@ class StageTimes:
             if v is not None:
                 self._times.setdefault((id(ch), ss), []).append(v)
                 self._medians.pop((id(ch), ss), None)
+                self._best.pop(id(ch), None)
                 self._measured.setdefault(id(ch), {})[ss] = None
 
     def median(self, choice, ss):
@@ -144,13 +148,17 @@ class StageTimes:
 
     def best_candidate(self, choice):
         """The index (in ``choice.candidates``) of the measured candidate with the lowest median, or None."""
+        best = self._best.get(id(choice))
+        if best is not None:
+            return best
         measured = self._measured.get(id(choice))
         if not measured:
             return None
         index = self._index.get(id(choice))
         if index is None:
             index = self._index[id(choice)] = {ss: i for i, ss in enumerate(choice.candidates)}
-        return index[min(measured, key=lambda ss: self.median(choice, ss))]
+        best = self._best[id(choice)] = index[min(measured, key=lambda ss: self.median(choice, ss))]
+        return best
 
 
 class RandomSearch:
