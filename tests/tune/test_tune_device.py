@@ -467,7 +467,7 @@ def test_the_next_round_is_bred_while_the_batch_compiles_and_its_time_is_not_com
         rng = random.Random(0)
         fresh = [space.schedule(space.mutate(space.auto_config(), rng)) for _ in range(2)]
         got = m.measure(fresh, meanwhile=breed)
-        assert calls == [True] and all(t.ok or t.error for t in got)
+        assert calls == [True] and any(t.ok for t in got)
         t0 = time.perf_counter()
         again = m.measure(fresh, meanwhile=breed)  # compiled above: nothing to compile now
         assert calls == [True, True] and time.perf_counter() - t0 >= 0.4
