@@ -345,7 +345,7 @@ def _divisors(st):
 # ---------------------------------------------------------------------------------------------
 # the model
 # ---------------------------------------------------------------------------------------------
-def stage_cost(info, ss, dm):
+def stage_cost(info, ss, dm, terms=None):
     """Estimated seconds of one stage under ``ss`` on ``dm`` (a model: it ranks, it does not predict).
 
     Blocks that are not full tiles run the naive loops: their share costs what the naive schedule costs.
@@ -354,32 +354,34 @@ def stage_cost(info, ss, dm):
     :param ss: the :class:`~polyad.schedule.StageSchedule` (its ``local_size`` and ``grid_dims`` are not
         modelled; a ``phase`` is, where ``info`` holds that phase's info (``info.phased``), else it is ignored).
     :param dm: the :class:`~polyad.schedule.model.DeviceModel`.
+    :param terms: the block's roofline terms where the caller has them (:func:`stage_features`): those of ``info``
+        and ``ss``, or of a phased schedule's phase info and ``ss`` without its phase.
     :returns: seconds, a float.
     """
     if ss.phase is not None and any(x > 1 for x in ss.phase):
         p = info.phase_info(ss.phase)
         if p is not None:
-            return _phased_cost(p, ss, dm)
-        ss = dataclasses.replace(ss, phase=None)  # a phase the rule does not propose: not modelled
+            return _phased_cost(p, ss, dm, terms)
+        ss, terms = dataclasses.replace(ss, phase=None), None  # a phase the rule does not propose: not modelled
     if info.strided:
         # measured (conv2d 5x5 stride 3 dX, 2x2/2 max-pool dX): a block of exactly one stride cell along the
         # strided dimensions fixes each lane's reduction bounds (conv dX 35 -> 18 ms, pool dX ~30 -> ~6 ms);
         # the naive loops and any other block evaluate floor-division bounds per point (2x the model)
         # (scalar: 1x1x2x2/float2 blocks of the pool gradient measured 1.6x slower than scalar ones)
         if ss.tile and ss.vectorize == 1 and all(t == s for t, s in zip(ss.tile, info.strides) if s > 1):
-            return _blocked_cost(info, ss, dm)
-        return STRIDED_NAIVE * _unstrided_cost(info, ss, dm)
-    return _unstrided_cost(info, ss, dm)
+            return _blocked_cost(info, ss, dm, terms)
+        return STRIDED_NAIVE * _unstrided_cost(info, ss, dm, terms)
+    return _unstrided_cost(info, ss, dm, terms)
 
 
-def _phased_cost(p, ss, dm):
+def _phased_cost(p, ss, dm, terms=None):
     """A phased stage: per phase a stride-1 sub-stage over ``q`` (``p``, its info read off the phased statements:
     the reduction window of a stride-``s`` convolution's data gradient is ``ceil(k/s)`` per dimension and slides
     with ``q``, no floor-division bounds; the ragged border groups are ``p``'s partial blocks), its blocks the
     tile over ``q`` with every phase inside each work-item; plus lane-by-lane stores when the vectorised
     dimension is phased, and the build: ``phases x block statements`` copies of code, amortised over runs."""
     q = dataclasses.replace(ss, phase=None)
-    t = stage_cost(p, q, dm)  # p.strided only where a phase leaves divisions (it does not for its own strides)
+    t = stage_cost(p, q, dm, terms)  # p.strided only where a phase leaves divisions (not for its own strides)
     if ss.vectorize > 1 and ss.phase[-1] > 1:  # stores s apart, one per lane
         t += math.prod(p.shape) * p.phases / (dm.load_rate * 1e9)
     return t + phase_build_s(ss)
@@ -409,9 +411,9 @@ def phase_build_s(ss):
 STRIDED_NAIVE = 2.0
 
 
-def _unstrided_cost(info, ss, dm):
+def _unstrided_cost(info, ss, dm, terms=None):
     frac = full_fraction(info, ss.tile) if ss.tile else 1.0
-    t = _blocked_cost(info, ss, dm)
+    t = _blocked_cost(info, ss, dm, terms)
     if frac < 1.0:
         # measured: on strided domains (conv2d 5x5 stride 3 and dilated dX) the per-point loops of partial
         # blocks run 1.4-1.5x slower than the naive schedule's (per-point floor-division bounds, guards, no
@@ -539,8 +541,8 @@ def _min_cache_fraction():
     return RULE["nontemporal_stores"].constants["min_cache_fraction"]
 
 
-def _blocked_cost(info, ss, dm):
-    k = _terms(info, ss, dm)
+def _blocked_cost(info, ss, dm, terms=None):
+    k = terms if terms is not None else _terms(info, ss, dm)
     t = max(k.compute, k.mem, k.loads)
     if ss.unroll > 1 and info.reduction:
         t *= 0.97 if k.red >= 4 * ss.unroll else 1.1
@@ -607,6 +609,6 @@ def stage_features(info, ss, dm):
         math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
         k.acc, k.live,
         full_fraction(own, q.tile) if q.tile else 1.0, cell,
-        k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm),
+        k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm, k),
     )
     return {n: float(v) for n, v in zip(FEATURES, values)}
