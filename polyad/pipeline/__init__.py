@@ -220,7 +220,8 @@ def _within_device(sched, widths, why=None, nontemporal=True):
     default = cap(plain(sched.default))
     if stages == sched.stages and default == sched.default:
         return sched
-    msgs = [why(changed)] if why is not None and (changed or default.vectorize != sched.default.vectorize) else []
+    msgs = [why(changed or ["(the default)"])] if why is not None and (
+        changed or default.vectorize != sched.default.vectorize) else []
     if why is not None and (stored or default.nontemporal != sched.default.nontemporal):
         msgs.append(f"polyad: the device has no nontemporal stores (its probe did not pass them); stages "
                     f"{stored[:6] or ['(the default)']} store plainly")

@@ -122,6 +122,17 @@ def test_a_schedule_asking_for_a_width_the_device_lacks_is_narrowed_with_a_warni
     _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), "T_narrowed")
 
 
+
+def test_a_default_stage_schedule_too_wide_for_the_device_is_narrowed_with_a_warning_naming_the_default(monkeypatch):
+    _fake_capabilities(monkeypatch, (1, 2, 4, 8))
+    T, ins, arrays = _matmul("T_default_narrowed")
+    with pytest.warns(RuntimeWarning) as rec:
+        mod = pa.build(T, ins, schedule=Schedule("wide", default=StageSchedule(tile=(2, 32), vectorize=16)))
+    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "(the default)" in msgs[0] and "[]" not in msgs[0], msgs
+    assert "float16" not in mod.source and 8 in _vector_widths(mod.source)
+    _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), "T_default_narrowed")
+
 # ---------------------------------------------------------------------------------------------
 # a compiler that fails on float16: the fallback chain
 # ---------------------------------------------------------------------------------------------
