@@ -617,8 +617,8 @@ def build_tree(stages, schedule):
                 node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
                 hit = _TILED.put(key, (op, tuple(stmts), ists,
                                        node.insert_mark(isl.Id(KERNEL_MARK + kname)).get_schedule()))
-            # the statements the entry's were built from: a phased stage's are built anew on every call, and the
-            # printer knows a statement by its object
+            # the statements the entry's were built from (the printer knows a statement by its object): a phased
+            # stage's are remembered apart (codegen/phase.py), and may have been forgotten there
             _, stmts, ists, marked = hit
             for ist in ists:
                 table[ist.name] = ist

@@ -110,3 +110,21 @@ def test_the_tiled_stage_memo_keys_the_unrolling_mode(monkeypatch):
     assert by_isl.source == _program(outs, ins, sched).source
     monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", True)
     assert printer.source == _program(outs, ins, sched).source
+
+
+def test_a_stages_phased_statements_are_built_once_per_phase():
+    """The phased statements are isl work every build of a candidate asked for again: the same objects for the
+    same stage, statements and phase, other ones for another phase."""
+    from polyad.codegen import phase
+    from polyad.poly.stage import statements_of
+
+    X = pa.placeholder((1, 2, 9, 9), name="X")
+    W = pa.placeholder((2, 2, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=3)
+    H = pa.placeholder(Y.shape, name="H")
+    dX = pa.differentiate(Y, [X], H)[0]
+    op, stmts = dX.op, statements_of(dX.op)
+    a = phase.phase_statements(op, stmts, (1, 1, 3, 3))
+    assert len(a) >= 9 and all(x is y for x, y in zip(a, phase.phase_statements(op, stmts, (1, 1, 3, 3))))
+    b = phase.phase_statements(op, stmts, (1, 1, 3, 1))
+    assert len(b) < len(a) and not {id(x) for x in b} & {id(x) for x in a}
