@@ -176,33 +176,33 @@ SPLIT_GUARDED = True
 
 def _guarded_band(sched, stmts, exprs_of):
     """The points band (members ``exprs_of``) of statements whose guards isl specialises by unrolling it (see
-    ``banded`` in :func:`_tiled_stage`).  Its leading members that range over one interval, whatever the
-    statements' other dimensions are, go to the printer (constant bounds, nothing to guard); isl unrolls the rest.
-    isl's unrolling builds every point apart, and this way it builds those of the members its guards are about:
-    conv2d_dilated's data gradient's ragged groups at 1x8x3x1, 3 points, not 24 (1.88 s of AST to 0.32 s), its
-    padded copy at 1x8x6x4, 24 not 192 (1.15 s to 0.17 s).  The printed programs are the same, or guard a copy's
-    edge blocks by other conditions of the grid (1 of 400 logged conv2d_dilated candidates)."""
-    k = _free_prefix(stmts, exprs_of) if SPLIT_GUARDED else 0
-    if k == 0:
-        return _insert_band(sched, stmts, exprs_of, isl.ast_loop_type.unroll)
-    if k < len(exprs_of(stmts[0])):
-        sched = _insert_band(sched, stmts, lambda st: exprs_of(st)[k:], isl.ast_loop_type.unroll)
-    return _point_band(sched, stmts, lambda st: exprs_of(st)[:k])
+    ``banded`` in :func:`_tiled_stage`).  Its leading and trailing members that range over one interval, whatever
+    the statements' other dimensions are, go to the printer (constant bounds, nothing to guard); isl unrolls those
+    between.  isl's unrolling builds every point apart, and this way it builds those of the members its guards are
+    about: conv2d_dilated's data gradient's ragged groups at 1x8x3x1, 3 points, not 24 (1.88 s of AST to 0.32 s),
+    its padded copy at 1x8x6x4, 24 not 192 (1.15 s to 0.17 s).  The printed programs are the same (docs/runtime.md
+    counts the exceptions: other guards, or simpler block coordinates, where isl sees fewer members)."""
+    n = len(exprs_of(stmts[0]))
+    head, tail = _free_ends(stmts, exprs_of) if SPLIT_GUARDED else (0, 0)
+    if head == n:
+        return _point_band(sched, stmts, exprs_of)
+    if tail:
+        sched = _point_band(sched, stmts, lambda st: exprs_of(st)[n - tail:])
+    sched = _insert_band(sched, stmts, lambda st: exprs_of(st)[head: n - tail], isl.ast_loop_type.unroll)
+    return _point_band(sched, stmts, lambda st: exprs_of(st)[:head]) if head else sched
 
 
-def _free_prefix(stmts, exprs_of):
-    """How many leading members of a band (``exprs_of``: each statement's dimension names) are :func:`free` in
-    every statement's domain."""
-    k = None
+def _free_ends(stmts, exprs_of):
+    """How many leading and how many trailing members of a band (``exprs_of``: each statement's dimension names)
+    are :func:`free` in every statement's domain."""
+    flags = None
     for st in stmts:
         names = tuple_names(st)
-        j = 0
-        for name in exprs_of(st)[:k]:
-            if name not in names or not free(st.domain, names.index(name)):
-                break
-            j += 1
-        k = j if k is None else min(k, j)
-    return k or 0
+        mine = [x in names and free(st.domain, names.index(x)) for x in exprs_of(st)]
+        flags = mine if flags is None else [a and b for a, b in zip(flags, mine)]
+    head = next((i for i, f in enumerate(flags) if not f), len(flags))
+    tail = next((i for i, f in enumerate(reversed(flags)) if not f), len(flags))
+    return head, (tail if head < len(flags) else 0)
 
 
 def free(D, d):
