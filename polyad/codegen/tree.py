@@ -169,8 +169,8 @@ def _point_band(sched, stmts, exprs_of):
     return node.insert_mark(isl.Id(POINTS_MARK)).get_schedule()
 
 
-#: whether a guarded points band's leading members that range over one interval are unrolled by the printer (True)
-#: or by isl with the rest (False: what the tests compare with; the printed programs are the same)
+#: whether a guarded points band's leading and trailing members that range over one interval are unrolled by the
+#: printer (True) or by isl with the rest (False: what the tests compare with; the printed programs are the same)
 SPLIT_GUARDED = True
 
 
@@ -432,8 +432,8 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None):
             (its points' loops have constant bounds), and a partial block's accumulators (init and final: each
             point guarded by the grid, isl's unrolling took 3x as long to generate); ``full=False``: by isl, which
             specialises the guards to the grid's values (a copy's vector groups: a padded copy's, printer-unrolled,
-            ran 1.1-1.3x slower, and 1.2x slower as loops), but for the leading points :func:`_guarded_band` finds
-            nothing to guard in."""
+            ran 1.1-1.3x slower, and 1.2x slower as loops), but for the leading and trailing points
+            :func:`_guarded_band` finds nothing to guard in."""
             one = isl.Schedule.from_domain(isl.UnionSet(ist.domain))
             return _point_band(one, [ist], exprs_of) if full else _guarded_band(one, [ist], exprs_of)
 
