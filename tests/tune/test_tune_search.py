@@ -845,6 +845,19 @@ def test_variants_share_stage_spaces_and_equal_fresh_ones(graph, model):
                          ctx.auto if i == 0 else None)
         assert [(s.name, s.info, s.candidates) for s in v.stages] == \
             [(s.name, s.info, s.candidates) for s in fresh.stages], v.why
+        for s in v.stages:  # the positions the variants share are the candidates' own
+            for j in sorted({0, 1, len(s.candidates) // 2, len(s.candidates) - 1}):
+                assert s.position(s.candidates[j]) == s.candidates.index(s.candidates[j])
+    # a stage that variants share is arranged once: one candidates tuple and one index between them
+    by_key = {}
+    for v in space.variants:
+        for s in v.stages:
+            by_key.setdefault((s.key, s.candidates[0]), []).append(s)
+    shared = [ss for ss in by_key.values() if len(ss) > 1]
+    assert shared
+    for ss in shared:
+        assert all(s.candidates is ss[0].candidates and s.__dict__["_position"] is ss[0].__dict__["_position"]
+                   for s in ss)
 
 
 def test_the_cost_model_trains_again_once_its_samples_grew_by_a_quarter():
