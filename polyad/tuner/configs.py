@@ -49,11 +49,16 @@ class StageChoices:
         2.7 s of lenet_step's 16 s of search in 40 rounds."""
         index = self.__dict__.get("_position")
         if index is None:
-            index = {}
-            for i, c in enumerate(self.candidates):
-                index.setdefault(c, i)
-            self.__dict__["_position"] = index
+            index = self.__dict__["_position"] = _positions(self.candidates)
         return index.get(ss)
+
+
+def _positions(candidates):
+    """Each candidate's index (its first)."""
+    index = {}
+    for i, c in enumerate(candidates):
+        index.setdefault(c, i)
+    return index
 
 
 def _fields(ss):
@@ -288,10 +293,7 @@ def _variant(outputs, model, decisions, why, auto, memo=None):
         arranged = by_first.get(first)
         if arranged is None:
             ordered = (first,) + tuple(c for c in cands if c != first)
-            index = {}
-            for i, c in enumerate(ordered):
-                index.setdefault(c, i)
-            arranged = by_first[first] = (ordered, {"_position": index, "_steps": {}, "_cost": {}})
+            arranged = by_first[first] = (ordered, {"_position": _positions(ordered), "_steps": {}, "_cost": {}})
         choices = StageChoices(op.name, op, info, arranged[0], key)
         choices.__dict__.update(arranged[1])
         stages.append(choices)
