@@ -40,7 +40,10 @@ class CostModel:
         self.reg = None
         self._fitted_on = 0  # samples of the last training
         self._feat = {}
-        self._pred = {}  # (id(choice), schedule) -> predicted seconds, by the trees trained last
+        # (id(candidates), index) -> predicted seconds, by the trees trained last.  A stage's candidates tuple is
+        # shared by the variants that have the stage unchanged (ConfigSpace), and its features are a function of
+        # the stage's info and the candidate alone; integers hash where a StageSchedule hashes its fields
+        self._pred = {}
 
     def features(self, choice, ss):
         key = (id(choice), ss)
@@ -86,17 +89,23 @@ class CostModel:
 
         if not configs:
             return []
-        pairs = [space.stage_pairs(c) for c in configs]
         if self.reg is None:
-            return [sum(stage_cost(ch.info, ss, self.dm) for ch, ss in p) for p in pairs]
+            return [sum(stage_cost(ch.info, ss, self.dm) for ch, ss in space.stage_pairs(c)) for c in configs]
         # each stage schedule once, until the trees are trained again: a round's 384 configs share most stages
         # with each other and with earlier rounds' (lenet_step: 11000 rows a round, a few hundred new)
-        new = list(dict.fromkeys((id(ch), ss) for p in pairs for ch, ss in p if (id(ch), ss) not in self._pred))
+        pred, new, keys = self._pred, {}, []
+        for v, picks in configs:
+            mine = []
+            for ch, i in zip(space.variants[v].stages, picks):
+                k = (id(ch.candidates), i)
+                if k not in pred and k not in new:
+                    new[k] = ch
+                mine.append(k)
+            keys.append(mine)
         if new:
-            choices = {id(ch): ch for p in pairs for ch, _ in p}
-            rows = np.array([self.features(choices[c], ss) for c, ss in new])
-            self._pred.update(zip(new, np.exp(self.reg.predict(rows)).tolist()))
-        return [float(np.array([self._pred[(id(ch), ss)] for ch, ss in p], dtype=np.float64).sum()) for p in pairs]
+            rows = np.array([self.features(ch, ch.candidates[k[1]]) for k, ch in new.items()])
+            pred.update(zip(new, np.exp(self.reg.predict(rows)).tolist()))
+        return [float(np.array([pred[k] for k in mine], dtype=np.float64).sum()) for mine in keys]
 
 
 class StageTimes:
@@ -113,7 +122,6 @@ class StageTimes:
         self._times = {}  # (id(choice), schedule) -> seconds
         self._medians = {}  # the same keys -> the median, until a time is added
         self._measured = {}  # id(choice) -> {schedule: None}, in the order measured
-        self._index = {}  # id(choice) -> {schedule: candidate index}
         # id(choice) -> its best candidate, until a time of it is added: every round asks it of every stage of every
         # variant (lenet_step: 150 variants of 30 stages, 2.2 s of a 150 s tuning when worked out each time)
         self._best = {}
@@ -154,10 +162,7 @@ class StageTimes:
         measured = self._measured.get(id(choice))
         if not measured:
             return None
-        index = self._index.get(id(choice))
-        if index is None:
-            index = self._index[id(choice)] = {ss: i for i, ss in enumerate(choice.candidates)}
-        best = self._best[id(choice)] = index[min(measured, key=lambda ss: self.median(choice, ss))]
+        best = self._best[id(choice)] = choice.position(min(measured, key=lambda ss: self.median(choice, ss)))
         return best
 
 

@@ -920,7 +920,8 @@ def test_the_cost_models_remembered_predictions_are_its_trees_and_go_with_them(c
         want.append(float(rows[i:i + len(p)].sum()))
         i += len(p)
     assert got == want and m.predict(space, pool) == want
-    assert len(m._pred) == len({(id(ch), ss) for p in pairs for ch, ss in p})
+    assert len(m._pred) == len({(id(ch.candidates), i) for v, picks in pool
+                                for ch, i in zip(space.variants[v].stages, picks)})
     for _ in range(10):  # a quarter more samples: trained again, the remembered predictions dropped
         c = space.random(rng)
         m.add(space, c, measured(c))
