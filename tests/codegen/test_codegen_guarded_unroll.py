@@ -1,21 +1,18 @@
 """Guarded point bands (a padded copy's vector groups, a strided or dilated data gradient's ragged groups): isl
-unrolls only the members its guards are about, the printer the leading ones that range over one interval
+unrolls only the members its guards are about, the printer the leading and trailing ones that range over one interval
 (``tree.SPLIT_GUARDED``).  The programs must be the ones isl's whole unrolling gave: source for source, or the same
 statements in the same order where isl, seeing the whole band, guards a block's edge by other conditions of the grid.
 The split must happen on the workloads it was made for.  No OpenCL here: codegen alone (the built programs are
 checked against numpy by the conv tests of tests/pipeline)."""
 
-import random
-
 import islpy as isl
 import pytest
 
-import polyad as pa
-from polyad.codegen import generate, tree
+from polyad.codegen import tree
 from polyad.codegen.tree import free
-from polyad.schedule import DeviceModel, prepare
-from polyad.tuner.configs import ConfigSpace
-from polyad.tuner.measure import graph_context
+from polyad.schedule import DeviceModel
+
+from codegen_switches import both_ways, unguarded
 
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
 ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
@@ -34,18 +31,6 @@ def test_a_dimension_is_free_where_the_set_is_one_interval_of_it_times_the_rest(
     assert free(isl.Set(text), d) is expected
 
 
-def _workload(name):
-    from polyad.bench.tuning import TINY, backward_graph
-
-    g = backward_graph(name, dict(TINY[name]))
-    return g.outputs, g.inputs
-
-
-def _program(outs, ins, sched):
-    g, loop = prepare(outs, sched)
-    return generate(g, ins, loop, wide=True)
-
-
 @pytest.mark.parametrize("name, model", [("conv2d_dilated", ZEN5), ("conv2d_5x5_s3", ZEN5), ("conv2d_dilated", GPU)],
                          ids=["conv2d_dilated-cpu", "conv2d_5x5_s3-cpu", "conv2d_dilated-gpu"])
 def test_isl_unrolls_only_the_guarded_members_and_the_program_is_the_same(name, model, monkeypatch):
@@ -53,34 +38,14 @@ def test_isl_unrolls_only_the_guarded_members_and_the_program_is_the_same(name, 
     copy's edge blocks may be guarded otherwise; at the benchmark's, 399 of 400 logged conv2d_dilated candidates and
     all of 60 conv2d_5x5_s3 ones printed the same sources); and some guarded band was split (a leading or trailing
     member went to the printer), else the comparison says nothing."""
-    outs, ins = _workload(name)
-    ctx = graph_context(outs, ins, model)
-    space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=2)
-    rng = random.Random(3)
-    configs = [space.auto_config()] + [space.mutate(space.auto_config(), rng, p_variant=0.0) for _ in range(6)]
     split, real = [], tree._free_ends
     monkeypatch.setattr(tree, "_free_ends", lambda *a: split.append(k := real(*a)) or k)
-    built = 0
-    for c in configs:
-        sched = space.schedule(c)
-        try:
-            mine = _program(ctx.outputs, ctx.inputs, sched)
-        except pa.PolyadError:
-            continue
-        monkeypatch.setattr(tree, "SPLIT_GUARDED", False)
-        whole = _program(ctx.outputs, ctx.inputs, sched)
-        monkeypatch.setattr(tree, "SPLIT_GUARDED", True)
+    built = both_ways(name, model, monkeypatch, "SPLIT_GUARDED", seed=3, mutants=6, p_variant=0.0, max_variants=2)
+    for why, mine, whole in built:
         assert [k.name for k in mine.kernels] == [k.name for k in whole.kernels]
         for k in mine.kernels:
             a, b = mine.kernel_source(k.name), whole.kernel_source(k.name)
-            assert a == b or _unguarded(a) == _unguarded(b), (k.name, c)
-        built += 1
-    assert built >= 4
+            assert a == b or unguarded(a) == unguarded(b), (k.name, why)
+    assert len(built) >= 4
     assert any(h for h, _ in split), "no guarded band had a free leading member: nothing was compared"
     assert any(t for _, t in split), "no guarded band had a free trailing member"
-
-
-def _unguarded(src):
-    """A kernel's lines without its guards (``if``, ``else``) and the braces around blocks."""
-    lines = (line.strip() for line in src.splitlines())
-    return [t for t in lines if not t.startswith("if (") and t not in ("{", "}", "else")]

@@ -15,17 +15,11 @@ from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare
 from polyad.tuner.configs import ConfigSpace
 from polyad.tuner.measure import graph_context
 
+from codegen_switches import both_ways, program, unguarded, workload
+
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
 ZEN5 = DeviceModel.load(_DEVICES / "zen5-former-constants.json")
 GPU = DeviceModel.load(_DEVICES / "gpu-former-constants.json")
-
-
-def _workload(name):
-    """A benchmark workload's backward at the test shapes (the tuner's graphs)."""
-    from polyad.bench.tuning import TINY, backward_graph
-
-    g = backward_graph(name, dict(TINY[name]))
-    return g.outputs, g.inputs
 
 
 def _launches(p):
@@ -33,16 +27,11 @@ def _launches(p):
              k.stage_name) for k in p.kernels]
 
 
-def _program(outs, ins, sched, memo=None):
-    g, loop = prepare(outs, sched)
-    return generate(g, ins, loop, wide=True, kernels=memo)
-
-
 @pytest.mark.parametrize("name, model", [("conv2d_3x3", ZEN5), ("conv2d_5x5_s3", ZEN5), ("conv2d_5x5_s3", GPU),
                                          ("softmax", ZEN5), ("softmax", GPU)],
                          ids=["conv2d_3x3-cpu", "conv2d_5x5_s3-cpu", "conv2d_5x5_s3-gpu", "softmax-cpu", "softmax-gpu"])
 def test_programs_written_with_a_shared_memo_equal_fresh_ones(name, model):
-    outs, ins = _workload(name)
+    outs, ins = workload(name)
     ctx = graph_context(outs, ins, model)
     space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=6)
     rng = random.Random(0)
@@ -54,11 +43,11 @@ def test_programs_written_with_a_shared_memo_equal_fresh_ones(name, model):
     for c, parent in configs:
         sched = space.schedule(c)
         try:
-            fresh = _program(ctx.outputs, ctx.inputs, sched)
+            fresh = program(ctx.outputs, ctx.inputs, sched)
         except pa.PolyadError:
             continue  # a candidate that does not build: the tuner logs it; nothing to compare
         hits = memo.hits
-        got = _program(ctx.outputs, ctx.inputs, sched, memo)
+        got = program(ctx.outputs, ctx.inputs, sched, memo)
         assert got.source == fresh.source, space.variants[c[0]].why
         assert _launches(got) == _launches(fresh)
         assert (got.wide_index, got.fp64) == (fresh.wide_index, fresh.fp64)
@@ -137,36 +126,15 @@ def test_the_printer_unrolls_tiles_as_isl_does(name, model, monkeypatch):
 
 def _compare_unrolling(name, model, monkeypatch):
     """The comparison; returns how many kernels differ in their guards alone."""
-    from polyad.codegen import tree
-
-    outs, ins = _workload(name)
-    ctx = graph_context(outs, ins, model)
-    space = ConfigSpace(ctx.outputs, model, ctx.auto, max_variants=3)
-    rng = random.Random(1)
-    configs = [space.auto_config()] + [space.mutate(space.auto_config(), rng, p_variant=0.3) for _ in range(4)]
-    built = guarded = 0
-    for c in configs:
-        sched = space.schedule(c)
-        try:
-            mine = _program(ctx.outputs, ctx.inputs, sched)
-        except pa.PolyadError:
-            continue
-        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", False)
-        isls = _program(ctx.outputs, ctx.inputs, sched)
-        monkeypatch.setattr(tree, "UNROLL_IN_PRINTER", True)
+    built = both_ways(name, model, monkeypatch, "UNROLL_IN_PRINTER", seed=1, mutants=4, p_variant=0.3, max_variants=3)
+    guarded = 0
+    for why, mine, isls in built:
         for k in mine.kernels:
             a, b = mine.kernel_source(k.name), isls.kernel_source(k.name)
-            assert a == b or _unguarded(a) == _unguarded(b), (k.name, space.variants[c[0]].why)
+            assert a == b or unguarded(a) == unguarded(b), (k.name, why)
             guarded += a != b
-        built += 1
-    assert built >= 3
+    assert len(built) >= 3
     return guarded
-
-
-def _unguarded(src):
-    """A kernel's lines without its guards (``if``, ``else``) and the braces around blocks."""
-    lines = (line.strip() for line in src.splitlines())
-    return [t for t in lines if not t.startswith("if (") and t not in ("{", "}", "else")]
 
 
 def test_the_printer_unrolls_conv2d_5x5_s3s_tiles_as_isl_does_some_under_other_guards(monkeypatch):
