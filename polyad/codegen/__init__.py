@@ -79,7 +79,7 @@ def _check_io(outputs, inputs):
     return outs, ins
 
 
-def generate(outputs, inputs, schedule=None, wide=None, kernels=None):
+def generate(outputs, inputs, schedule=None, wide=None, kernels=None, widths=None):
     """The :class:`Program` computing the prepared graph of ``outputs`` from ``inputs`` under ``schedule``.
 
     ``schedule``: a :class:`~polyad.schedule.Schedule` whose graph-level decisions
@@ -88,7 +88,9 @@ def generate(outputs, inputs, schedule=None, wide=None, kernels=None):
     decides from the sizes.  ``kernels``: a :class:`KernelMemo` shared by the
     programs of a tuner's candidates: a kernel written before with everything its
     text is a function of equal is not written again (a candidate changes a stage
-    or three of dozens).
+    or three of dozens).  ``widths``: the vector widths the device compiles (its
+    probe's), which a tiled reduction's remainder may take narrower groups in
+    besides the schedule's own (None: 2, 4, 8 and 16).
     """
     outs, ins = _check_io(outputs, inputs)
     sched = naive() if schedule is None else schedule
@@ -99,7 +101,7 @@ def generate(outputs, inputs, schedule=None, wide=None, kernels=None):
     aliases = input_aliases(stages, ins, outs)
     kernel_stages = [op for op in stages if id(op.output(0)) not in aliases]
     # every output a bitcast of an input (flatten's gradient alone): a program without kernels
-    tree = build_tree(kernel_stages, sched) if kernel_stages else None
+    tree = build_tree(kernel_stages, sched, widths) if kernel_stages else None
     lowered = lower(tree) if kernel_stages else []
     # buffers: every placeholder and every stage output gets one unique C name
     names, used = {}, set()

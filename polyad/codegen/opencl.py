@@ -780,10 +780,16 @@ class KernelWriter:
                 self.acc[si] = [f"acc{si}_{i}" for i in range(len(st.values))]
         # full tiles keep one accumulator per block point: private arrays indexed by the
         # unrolled point (constants), which the compiler keeps in registers
+        # (the narrower groups of a reduction's remainder: arrays of their own width, named by it)
         self.block_acc = {}
-        for ist in statements.values():
-            if ist.stage is op and ist.kind == "block" and ist.stmt.combiner is not None:
-                self.block_acc[ist.index] = (ist, [f"acc{ist.index}_{i}_b" for i in range(len(ist.stmt.values))])
+        blocks = [i for i in statements.values() if i.stage is op and i.kind == "block" and i.stmt.combiner is not None]
+        widest = {}
+        for ist in blocks:
+            widest[ist.index] = max(widest.get(ist.index, 1), ist.vec)
+        for ist in blocks:
+            tag = "" if ist.vec == widest[ist.index] else str(ist.vec)
+            names = [f"acc{ist.index}_{i}_b{tag}" for i in range(len(ist.stmt.values))]
+            self.block_acc[ist.index, ist.vec] = (ist, names)
         # statement variables keep their names where they do not clash
         self.var_names = {}
         for st in self.spec.statements:
@@ -1086,7 +1092,7 @@ class KernelWriter:
             lines += [c.Statement(d) for d in decls]
             lines += [c.Statement(x) for s, v in zip(plan.stores, vals) for x in stores(s, v)]
             return c.Block(lines)
-        accs = [f"{a}[{p}]" for a in self.block_acc[ist.index][1]]
+        accs = [f"{a}[{p}]" for a in self.block_acc[ist.index, ist.vec][1]]
         if ist.role == "init":
             for a, f in zip(accs, plan.init):
                 if isinstance(f, vz.VecLoad):
@@ -1165,9 +1171,10 @@ class KernelWriter:
             stride *= box[d]
         p = _affine(ctx, terms)
         if k is not None:
-            accs = [f"{a}[{p}].s{_LANE[k]}" for a in self.block_acc[ist.index][1]]
+            accs = [f"{a}[{p}].s{_LANE[k]}" for a in self.block_acc[ist.index, ist.vec][1]]
         else:  # a computed lane: address the vector's element through a private pointer
-            accs = [f"(({ctx.ctype(v.dtype)} *)&{a}[{p}])[{lane}]" for a, v in zip(self.block_acc[ist.index][1], st.values)]
+            accs = [f"(({ctx.ctype(v.dtype)} *)&{a}[{p}])[{lane}]"
+                    for a, v in zip(self.block_acc[ist.index, ist.vec][1], st.values)]
         env = {id(v): vnames[id(v)] for v in st.vars}
         lines += self._update(st, ist.index, ExprPrinter(ctx, env, self.tensor_names), accs)
         return c.Block(lines)

@@ -151,6 +151,9 @@ def _insert_band(sched, stmts, exprs_of, loop_type=None, coincident=False):
     return node.get_schedule()
 
 
+#: OpenCL's vector widths (``floatN``)
+VECTOR_WIDTHS = (2, 4, 8, 16)
+
 #: whether full tiles' point loops are unrolled by the printer (True) or by isl (False: what the tests compare with)
 UNROLL_IN_PRINTER = True
 
@@ -298,16 +301,16 @@ def _join(*groups):
 _SPLIT = Recent(512)
 
 
-def _split_full_tiles(st, tile, vec):
+def _split_full_tiles(st, tile, vec, narrower=()):
     """:func:`_split_tiles` of ``st``, remembered: it reads only the statement's domain and its dimensions."""
-    key = (st.domain.to_str(), st.n_out, len(st.vars), tuple(tile), vec)
+    key = (st.domain.to_str(), st.n_out, len(st.vars), tuple(tile), vec, tuple(narrower))
     hit = _SPLIT.get(key)
-    return hit if hit is not None else _SPLIT.put(key, _split_tiles(st, tile, vec))
+    return hit if hit is not None else _SPLIT.put(key, _split_tiles(st, tile, vec, narrower))
 
 
-def _split_tiles(st, tile, vec):
-    """(full-tile, full-group, partial) domains over ``[b, l, r]`` (o = tile * b + l; l counts vectors
-    in the first two).
+def _split_tiles(st, tile, vec, narrower=()):
+    """(full-tile domain, groups, partial domain) of a statement over ``[b, l, r]`` (o = tile * b + l; l counts
+    vectors in the full tiles and the groups).
 
     A tile (block ``b``) is full when all its output points are in the
     statement's output domain and they all reduce over the same reduction
@@ -315,9 +318,18 @@ def _split_tiles(st, tile, vec):
     it.  In the other blocks, each vector group (the ``vec`` lanes of one
     ``l``; one point when vec is 1) that is whole and reduces over one set
     still gets that code, with isl guards per group where groups differ
-    (edges, triangular or strided domains).  The rest, groups whose lanes
-    differ, stays in the partial domain (scalar loops with exact isl bounds).
-    The three domains partition the statement's instances.
+    (edges, triangular or strided domains).  Then, for each width ``w`` of
+    ``narrower`` (decreasing, each dividing ``vec``), the whole ``w``-lane
+    groups among the points left: a 1000-wide output in float16 blocks of 32
+    ends in 8 points a row, one float8 group, not 8 scalar reductions one after
+    another (``{ [b, l] : 0 <= l < 8 and 32b + l < 1000 }`` at ``b = 31``).
+    The rest, groups whose lanes differ, stays in the partial domain (scalar
+    loops with exact isl bounds).  The domains partition the statement's
+    instances.
+
+    ``groups``: per width, widest first, ``(w, group_out, group, lanes)``: the groups' output points
+    ``[b, lv]``, their vector updates ``[b, lv, r]`` (the reduction points every lane has) and their lanes' own
+    updates ``[b, lv, lane, r]`` (a ragged group: lanes reducing over different sets).
     Block coordinates are explicit dimensions, not floor expressions of the
     outputs, so the grid band has no existentially quantified variables.
     """
@@ -339,48 +351,76 @@ def _split_tiles(st, tile, vec):
     missing = whole.subtract(Ol).project_out(isl.dim_type.set, n, n)
     ragged = Dl.subtract(D0).union(D0.subtract(Dl)).project_out(isl.dim_type.set, n, n + m)
     full_blocks = cand.subtract(missing).subtract(ragged).coalesce()
-    lv = l[:-1] + [l[-1]] if n else []
-    vbox = " and ".join(
-        f"0 <= {x} < {t // vec if d == n - 1 else t}" for d, (x, t) in enumerate(zip(lv, tile))
-    ) or "true"
-    full = D.apply(isl.Map(f"{{ [{_join(b, lv, r)}] -> {sname}[{_join(o0, r)}] : {vbox} }}").reverse())
-    full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv, r)}] }}"))).coalesce()
-    # in the other blocks, a vector group (the vec lanes of one l) that is whole and not ragged still
-    # gets the vector, unroll-and-jam code; the AST generator guards each group where it differs
+    full = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {_vector_box(l, tile, vec)} }}")
+                   .reverse())
+    full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))).coalesce()
+    covered = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))
+    taken = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))  # output points done
+    groups = []
+    for w in (vec,) + tuple(narrower):
+        got = _vector_groups(D, O, sname, tile, w, taken)
+        if got is None:
+            continue
+        group_out, group, lanes, points = got
+        groups.append((w, group_out, group, lanes))
+        covered = covered.union(points.apply(isl.Map(f"{{ [{_join(b, l)}] -> [{_join(b, l, r)}] }}")))
+        taken = taken.union(points)
+    partial = Dl.subtract(covered).coalesce()
+    return full, tuple(groups), partial
+
+
+def _vector_box(l, tile, w):
+    """``0 <= l_d < tile_d`` with the last ``l`` counting ``w``-lane vectors (isl text)."""
+    n = len(tile)
+    return " and ".join(f"0 <= {x} < {t // w if d == n - 1 else t}" for d, (x, t) in enumerate(zip(l, tile))) or "true"
+
+
+def _vector_groups(D, O, sname, tile, w, taken):
+    """The whole ``w``-lane groups of statement domain ``D`` (output domain ``O``) none of whose points are in
+    ``taken`` (``[b, l]``: points earlier code covers), for :func:`_split_tiles`: ``(group_out, group, lanes,
+    points)`` (``points``: theirs, as ``[b, l]``), or None where there are none.
+
+    A group is the ``w`` lanes of one ``lv`` (``o_{n-1} = tile * b + w * lv + lane``); whole: every lane is an
+    output point.  A ragged group (lanes reducing over different sets) updates all lanes as a vector over the
+    reduction points its lanes share and lane by lane over the others, in one reduction loop."""
+    n = len(tile)
+    m = D.dim(isl.dim_type.set) - n
+    b = [f"pa_b{d}" for d in range(n)]
+    lv = [f"pa_l{d}" for d in range(n)]
+    r = [f"pa_r{k}" for k in range(m)]
     lane = ["pa_lane"]
+    vbox = _vector_box(lv, tile, w)
     og = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile[:-1], b[:-1], lv[:-1])] + (
-        [f"{tile[-1]}*{b[-1]} + {vec}*{lv[-1]} + pa_lane"] if n else [])
+        [f"{tile[-1]}*{b[-1]} + {w}*{lv[-1]} + pa_lane"] if n else [])
     og0 = [x.replace(" + pa_lane", "") for x in og]
-    gbox = f"{vbox} and 0 <= pa_lane < {vec}"
+    gbox = f"{vbox} and 0 <= pa_lane < {w}"
     DG = D.apply(isl.Map(f"{{ [{_join(b, lv, lane, r)}] -> {sname}[{_join(og, r)}] : {gbox} }}").reverse())
-    DG0 = D.apply(isl.Map(f"{{ [{_join(b, lv, lane, r)}] -> {sname}[{_join(og0, r)}] : {gbox} }}").reverse())
     OG = O.apply(isl.Map(f"{{ [{_join(b, lv, lane)}] -> {sname}[{_join(og)}] : {gbox} }}").reverse())
     gcand = OG.project_out(isl.dim_type.set, 2 * n, 1)
-    gwhole = gcand.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, lane)}] : 0 <= pa_lane < {vec} }}"))
+    gwhole = gcand.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, lane)}] : 0 <= pa_lane < {w} }}"))
     gmissing = gwhole.subtract(OG).project_out(isl.dim_type.set, 2 * n, 1)
-    gragged = DG.subtract(DG0).union(DG0.subtract(DG)).project_out(isl.dim_type.set, 2 * n, 1 + m)
-    in_full_blocks = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, lv)}] }}"))
-    groups = gcand.subtract(gmissing).subtract(in_full_blocks).coalesce()
-    # a ragged group (lanes reducing over different sets) updates all lanes as a vector over the
-    # reduction points its lanes share and lane by lane over the others, in one reduction loop
+    group_points = _group_points_map(b, lv, w)
+    overlapping = taken.apply(group_points.reverse())
+    groups = gcand.subtract(gmissing).subtract(overlapping).coalesce()
+    if groups.is_empty():
+        return None
     lift = isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, r)}] }}")
-    to_lanes = isl.Map(f"{{ [{_join(b, lv, r)}] -> [{_join(b, lv, lane, r)}] : 0 <= pa_lane < {vec} }}")
+    to_lanes = isl.Map(f"{{ [{_join(b, lv, r)}] -> [{_join(b, lv, lane, r)}] : 0 <= pa_lane < {w} }}")
     any_lane = DG.project_out(isl.dim_type.set, 2 * n, 1).intersect(groups.apply(lift))
     every = any_lane.subtract(any_lane.apply(to_lanes).subtract(DG).project_out(isl.dim_type.set, 2 * n, 1))
-    group = every.coalesce()
     group_out = groups.intersect(isl.Set(f"{{ [{_join(b, lv)}] : {vbox} }}")).coalesce()
     lanes = DG.intersect(groups.apply(isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, lv, lane, r)}] }}")))
     lanes = lanes.subtract(every.apply(to_lanes)).coalesce()
-    del gragged
-    gv = [f"pa_g{d}" for d in range(n)]
-    gcons = " and ".join(
-        [f"{x} = {g}" for x, g in zip(l[:-1], gv[:-1])] + ([f"{vec}*{gv[-1]} <= {l[-1]} < {vec}*{gv[-1]} + {vec}"] if n else [])
-    ) or "true"
-    covered = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}")).union(
-        groups.apply(isl.Map(f"{{ [{_join(b, gv)}] -> [{_join(b, l, r)}] : {gcons} }}"))
-    )
-    partial = Dl.subtract(covered).coalesce()
-    return full, (group_out, group, lanes), partial
+    return group_out, every.coalesce(), lanes, groups.apply(group_points)
+
+
+def _group_points_map(b, lv, w):
+    """``{ [b, lv] -> [b, l] }``: the points of a ``w``-lane group (``l_{n-1} = w * lv_{n-1} + lane``)."""
+    n = len(b)
+    x = [f"pa_x{d}" for d in range(n)]
+    cons = [f"{xd} = {ld}" for xd, ld in zip(x[:-1], lv[:-1])] + (
+        [f"{w}*{lv[-1]} <= {x[-1]} < {w}*{lv[-1]} + {w}"] if n else [])
+    return isl.Map(f"{{ [{_join(b, lv)}] -> [{_join(b, x)}] : {' and '.join(cons) or 'true'} }}")
 
 
 def _points_span_every_reduction(ist, n):
@@ -413,15 +453,18 @@ def _reduction_bands(sched, stmts, unroll):
     return _insert_band(sched, stmts, red)
 
 
-def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None):
+def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None, widths=()):
     """IslStatements and the schedule (grid band on top) of a tiled stage (``bases``: each statement's C name;
-    ``shape``: the extents the tile applies to, the stage's own or, for a phased stage, those of ``q``)."""
+    ``shape``: the extents the tile applies to, the stage's own or, for a phased stage, those of ``q``;
+    ``widths``: the vector widths the device compiles, for the narrower groups a reduction's remainder takes)."""
     n = len(op.shape)
     blocks = tuple(-(-s // t) for s, t in zip(shape or op.shape, tile))
     ists, parts = [], []
     unrolled = isl.ast_loop_type.unroll
     for si, (st, base) in enumerate(zip(stmts, bases)):
-        full, (group_out, group, lanes), partial = _split_full_tiles(st, tile, vec)
+        narrower = tuple(w for w in sorted(widths, reverse=True) if 2 <= w < vec and vec % w == 0) \
+            if st.combiner is not None else ()
+        full, groups, partial = _split_full_tiles(st, tile, vec, narrower)
         m = len(st.vars) - st.n_out
 
         def points(x):
@@ -460,41 +503,41 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None):
                     .sequence(u)
                     .sequence(banded(fin))
                 )
-        if not group_out.is_empty():
-            name = base + "_g"
+        for w, group_out, group, lanes in groups:
+            name = base + ("_g" if w == vec else f"_g{w}")
+            gblk = dict(blk, vec=w)
             if st.combiner is None:
-                ist = IslStatement(name, role="assign", domain=group_out.set_tuple_name(name), **blk)
+                ist = IslStatement(name, role="assign", domain=group_out.set_tuple_name(name), **gblk)
                 ists.append(ist)
                 parts.append(banded(ist, full=False))
-            else:
-                init = IslStatement(name + "_init", role="init", domain=group_out.set_tuple_name(name + "_init"), **blk)
-                fin = IslStatement(name + "_final", role="final", domain=group_out.set_tuple_name(name + "_final"), **blk)
-                upds, scheds = [], []
-                if not group.is_empty():
-                    upd = IslStatement(name, role="update", domain=group.set_tuple_name(name), **blk)
-                    upds.append(upd)
-                    scheds.append(isl.Schedule.from_domain(isl.UnionSet(upd.domain)))
-                if not lanes.is_empty():
-                    lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
-                                       stage=op, stmt=st, index=si, kind="lane", tile=tile, vec=vec)
-                    upds.append(lup)
-                    # a ragged group's lanes, unrolled by isl (a lane is no block point the printer knows the extent of)
-                    one = isl.Schedule.from_domain(isl.UnionSet(lup.domain))
-                    scheds.append(_insert_band(one, [lup], lambda x: [tuple_names(x)[2 * n]], unrolled))
-                ists += [init] + upds + [fin]
-                seq = banded(init)
-                if upds:
-                    u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
-                    # unroll-and-jam, the points unrolled by the printer where their guards are the grid's alone
-                    if all(_points_span_every_reduction(x, n) for x in upds):
-                        u = _point_band(u, upds, points)
-                    else:
-                        u = _guarded_band(u, upds, points)
-                    u = _reduction_bands(u, upds, unroll)
-                    seq = seq.sequence(u)
-                fsched = banded(fin)
-                parts.append(seq.sequence(fsched))
-        if not partial.is_empty() or (full.is_empty() and group_out.is_empty()):
+                continue
+            init = IslStatement(name + "_init", role="init", domain=group_out.set_tuple_name(name + "_init"), **gblk)
+            fin = IslStatement(name + "_final", role="final", domain=group_out.set_tuple_name(name + "_final"), **gblk)
+            upds, scheds = [], []
+            if not group.is_empty():
+                upd = IslStatement(name, role="update", domain=group.set_tuple_name(name), **gblk)
+                upds.append(upd)
+                scheds.append(isl.Schedule.from_domain(isl.UnionSet(upd.domain)))
+            if not lanes.is_empty():
+                lup = IslStatement(name + "_lane", role="update", domain=lanes.set_tuple_name(name + "_lane"),
+                                   **dict(gblk, kind="lane"))
+                upds.append(lup)
+                # a ragged group's lanes, unrolled by isl (a lane is no block point the printer knows the extent of)
+                one = isl.Schedule.from_domain(isl.UnionSet(lup.domain))
+                scheds.append(_insert_band(one, [lup], lambda x: [tuple_names(x)[2 * n]], unrolled))
+            ists += [init] + upds + [fin]
+            seq = banded(init)
+            if upds:
+                u = scheds[0] if len(scheds) == 1 else scheds[0].set(scheds[1])
+                # unroll-and-jam, the points unrolled by the printer where their guards are the grid's alone
+                if all(_points_span_every_reduction(x, n) for x in upds):
+                    u = _point_band(u, upds, points)
+                else:
+                    u = _guarded_band(u, upds, points)
+                u = _reduction_bands(u, upds, unroll)
+                seq = seq.sequence(u)
+            parts.append(seq.sequence(banded(fin)))
+        if not partial.is_empty() or (full.is_empty() and not groups):
             tl = dict(kind="tiled", tile=tile)
             if st.combiner is None:
                 own = [IslStatement(base, op, st, si, "assign", partial.set_tuple_name(base), **tl)]
@@ -646,8 +689,11 @@ def _union(sets):
 _TILED = Recent(1024)
 
 
-def build_tree(stages, schedule):
-    """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``."""
+def build_tree(stages, schedule, widths=None):
+    """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``; ``widths``: the vector
+    widths the device compiles (None: all of OpenCL's, 2 to 16), of which a tiled reduction's remainder takes the
+    narrower groups (:func:`_split_tiles`)."""
+    widths = VECTOR_WIDTHS if widths is None else tuple(sorted(w for w in widths if w in VECTOR_WIDTHS))
     used_kernel, used_stmt = set(), set()
     kernels, table, stage_scheds = [], {}, []
     for op in stages:
@@ -662,10 +708,10 @@ def build_tree(stages, schedule):
         if tile is not None:
             bases = tuple(c_identifier(f"{kname}_{st.name}", used_stmt) for st in stmts)
             key = (id(op), kname, bases, tile, vec, unroll, sched_of.grid_dims, sched_of.phase, UNROLL_IN_PRINTER,
-                   PHASE_IN_GRID, SPLIT_GUARDED)
+                   PHASE_IN_GRID, SPLIT_GUARDED, widths)
             hit = _TILED.get(key)
             if hit is None:
-                ists, sched = _tiled_stage(op, stmts, bases, tile, vec, unroll, sched_of.grid_dims, shape)
+                ists, sched = _tiled_stage(op, stmts, bases, tile, vec, unroll, sched_of.grid_dims, shape, widths)
                 check_legality(op, ists, sched)
                 node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
                 hit = _TILED.put(key, (op, tuple(stmts), ists,

@@ -247,7 +247,8 @@ def generate(outputs, inputs, schedule="naive", device=None):
     outs, ins = cut(as_tensor_list(outputs, "build outputs"), as_tensor_list(inputs, "build inputs"))
     model = DeviceModel.of(device) if _needs_model(schedule) else None
     g, loop = prepare(outs, resolve(schedule, _renamed(outs), model) if model else schedule)
-    return codegen(g, ins, loop, wide=model is not None and model.kind == "cpu" or None)
+    return codegen(g, ins, loop, wide=model is not None and model.kind == "cpu" or None,
+                   widths=model.widths if model is not None else None)
 
 
 def program_for(renamed, ins, schedule, dev, model):
@@ -255,18 +256,19 @@ def program_for(renamed, ins, schedule, dev, model):
     ``dev``: :func:`program_of` with the build's index width.  The tuner measures exactly this program (it
     measured 32-bit-index kernels while builds ran 64-bit ones: conv2d_3x3's auto backward 3.9-4.5 ms there
     against 3.2 ms built)."""
-    return program_of(renamed, ins, schedule, _wide_indices(dev, model))
+    return program_of(renamed, ins, schedule, _wide_indices(dev, model), widths=model.widths)
 
 
-def program_of(renamed, ins, schedule, wide, kernels=None):
+def program_of(renamed, ins, schedule, wide, kernels=None, widths=None):
     """``schedule``'s graph decisions applied, then code generation with index width ``wide``
-    (:func:`_wide_indices`); ``kernels``: a :class:`~polyad.codegen.KernelMemo` shared with other programs of the
-    graph (the tuner's candidates, in a process that has no device)."""
+    (:func:`_wide_indices`) and the device's vector ``widths`` (its model's); ``kernels``: a
+    :class:`~polyad.codegen.KernelMemo` shared with other programs of the graph (the tuner's candidates, in a
+    process that has no device)."""
     from ..codegen import generate as codegen
     from ..schedule import prepare
 
     g, loop = prepare(renamed, schedule)
-    return codegen(g, ins, loop, wide=wide, kernels=kernels)
+    return codegen(g, ins, loop, wide=wide, kernels=kernels, widths=widths)
 
 
 def _wide_indices(dev, model):

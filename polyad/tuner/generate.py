@@ -34,14 +34,16 @@ class Programs:
     :param outputs: the graph's outputs, cut and uniquely named (as the tuner plans them).
     :param inputs: the build's inputs.
     :param wide: the build's index width (``program_for``'s).
+    :param widths: the device's vector widths (``program_for``'s: its model's; None: all).
     :param kernel_dir: a folder of written kernels shared with other processes (:class:`~polyad.codegen.KernelMemo`'s
         store: a checksummed record a kernel, :mod:`polyad.runtime.records`), or None.
     """
 
-    def __init__(self, outputs, inputs, wide, kernel_dir=None):
+    def __init__(self, outputs, inputs, wide, kernel_dir=None, widths=None):
         from ..codegen import KernelMemo
 
         self.outputs, self.inputs, self.wide = list(outputs), list(inputs), wide
+        self.widths = None if widths is None else tuple(widths)
         self.kernels = KernelMemo(store=None if kernel_dir is None else _KernelFolder(kernel_dir))
 
     def __call__(self, schedule):
@@ -51,7 +53,7 @@ class Programs:
         """
         from ..pipeline import program_of
 
-        return program_of(self.outputs, self.inputs, schedule, self.wide, self.kernels)
+        return program_of(self.outputs, self.inputs, schedule, self.wide, self.kernels, self.widths)
 
 
 class _KernelFolder:
@@ -104,12 +106,13 @@ class GeneratorPool:
     :param inputs: the build's inputs.
     :param wide: the index width the build uses (``polyad.pipeline.program_for``'s).
     :param workers: processes run at once.
+    :param widths: the device's vector widths (``program_for``'s; None: all).
 
     The workers share the kernels they write through a temporary folder (:class:`~polyad.codegen.KernelMemo`), removed
     by :meth:`close`: a candidate dealt to one worker reuses what the other wrote for an earlier one.
     """
 
-    def __init__(self, outputs, inputs, wide, workers):
+    def __init__(self, outputs, inputs, wide, workers, widths=None):
         import tempfile
 
         # one pickle: the placeholders the outputs read are the inputs' objects
@@ -119,7 +122,8 @@ class GeneratorPool:
             raise GraphNotSent(f"the graph cannot be sent to code generation workers: {type(e).__name__}: "
                                f"{str(e)[:200]}") from None
         self.kernel_dir = tempfile.mkdtemp(prefix="polyad-kernels-")
-        hello = {"graph": base64.b64encode(graph).decode(), "wide": wide, "kernel_dir": self.kernel_dir}
+        hello = {"graph": base64.b64encode(graph).decode(), "wide": wide, "kernel_dir": self.kernel_dir,
+                 "widths": None if widths is None else list(widths)}
         self.outputs, self.inputs = list(outputs), list(inputs)
         self._workers = [_Worker(hello) for _ in range(max(1, int(workers)))]
 
@@ -169,7 +173,7 @@ def _serve():
     sys.stdout = sys.stderr  # nothing else may write into the answer channel
     hello = json.loads(sys.stdin.readline())
     outputs, inputs = pickle.loads(base64.b64decode(hello["graph"]))
-    programs = Programs(outputs, inputs, hello["wide"], hello.get("kernel_dir"))
+    programs = Programs(outputs, inputs, hello["wide"], hello.get("kernel_dir"), hello.get("widths"))
     out.write("{}\n")
     out.flush()
     for line in sys.stdin:

@@ -257,7 +257,8 @@ class LocalMeasurer(Measurer):
             from ..pipeline import _wide_indices
             from .generate import Programs
 
-            self._programs_here = Programs(self.outs, self.ins, _wide_indices(self.dev, self._context.model))
+            model = self._context.model
+            self._programs_here = Programs(self.outs, self.ins, _wide_indices(self.dev, model), widths=model.widths)
         return self._programs_here(schedule)  # what pa.build compiles
 
     overlaps = True
@@ -333,8 +334,9 @@ class LocalMeasurer(Measurer):
             from .generate import GeneratorPool, GraphNotSent
 
             try:
-                self._generators = GeneratorPool(self.outs, self.ins, _wide_indices(self.dev, self._context.model),
-                                                 self.workers)
+                model = self._context.model
+                self._generators = GeneratorPool(self.outs, self.ins, _wide_indices(self.dev, model), self.workers,
+                                                 widths=model.widths)
             except GraphNotSent:
                 self._generators = False  # generated here from now on
         if self._generators and len(schedules) >= 2:
