@@ -42,6 +42,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly.stage import dim_names, safe_name, statements_of
+from ..schedule import remainder_widths
 from ..te.memo import Recent
 from . import phase
 from .reserved import is_reserved
@@ -358,6 +359,8 @@ def _split_tiles(st, tile, vec, narrower=()):
     taken = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))  # output points done
     groups = []
     for w in (vec,) + tuple(narrower):
+        if w != vec and Dl.subtract(covered).is_empty():
+            break  # nothing left for a narrower width (most stages: no remainder)
         got = _vector_groups(D, O, sname, tile, w, taken)
         if got is None:
             continue
@@ -462,8 +465,7 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None, wid
     ists, parts = [], []
     unrolled = isl.ast_loop_type.unroll
     for si, (st, base) in enumerate(zip(stmts, bases)):
-        narrower = tuple(w for w in sorted(widths, reverse=True) if 2 <= w < vec and vec % w == 0) \
-            if st.combiner is not None else ()
+        narrower = remainder_widths(vec, widths) if st.combiner is not None else ()
         full, groups, partial = _split_full_tiles(st, tile, vec, narrower)
         m = len(st.vars) - st.n_out
 

@@ -455,6 +455,19 @@ class Auto:
         return f"auto with the model {self.model.source or 'given'}"
 
 
+def remainder_widths(vec, widths):
+    """The narrower vector widths, widest first, in which codegen runs the remainder of a reduction tiled in
+    ``vec``-lane vectors (the points left beside the full tiles and the whole ``vec``-lane groups): those of the
+    device's ``widths`` from 2 below ``vec`` that divide it.  A 1000-wide matmul in float16 blocks of 32 ends in
+    8 points a row, one float8 group.  Codegen (``codegen.tree``) and the cost model (``cost.box_groups``) read it.
+
+    :param vec: the stage's vector width.
+    :param widths: the vector widths the device compiles (its model's).
+    :returns: a tuple of ints.
+    """
+    return tuple(w for w in sorted(set(widths), reverse=True) if 2 <= w < vec and vec % w == 0)
+
+
 def naive():
     """The correctness baseline: every stage its own kernel, outer loops on the NDRange.
 
@@ -590,5 +603,5 @@ from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
     "Schedule", "StageSchedule", "RFactor", "Auto", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
-    "DeviceModel", "inline", "rfactor", "validate", "show", "show_graph",
+    "DeviceModel", "inline", "rfactor", "validate", "show", "show_graph", "remainder_widths",
 ]

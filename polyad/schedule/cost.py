@@ -30,7 +30,7 @@ from ..te.memo import Recent
 from ..te.visit import post_order
 from ..poly.estimate import statement_cost
 from ..poly.stage import statements_of
-from . import StageSchedule
+from . import StageSchedule, remainder_widths
 
 __all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s",
            "output_bytes", "streams", "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY", "box_groups"]
@@ -441,7 +441,7 @@ def box_groups(shape, tile, vec, widths, reduction):
     tile's point.
 
     Codegen (``tree._split_tiles``) runs the whole ``vec``-lane groups of the edge blocks as vectors, and a
-    reduction's remainder in narrower groups of the device's ``widths``; the rest (an odd remainder) runs scalar
+    reduction's remainder in narrower groups of the device's ``widths`` (:func:`~polyad.schedule.remainder_widths`); the rest (an odd remainder) runs scalar
     loops, charged as the naive schedule's.  A 1000-wide matmul in 8x32/float16 tiles: 0.8% of its points, one
     float8 group a row.  A narrower group is not charged more a point: on a gathered matmul (60x300, ``W[j, k]``
     along ``j``) that made float8 tiles win, which ran 1.3x slower than float16 ones with their remainder in
@@ -459,9 +459,8 @@ def box_groups(shape, tile, vec, widths, reduction):
     cols = (n // t) * t
     share = (1.0 - rows) * cols / n  # the edge rows of the full columns: whole groups
     left = n - cols
-    for w in sorted(widths, reverse=True):
-        if w == vec or (reduction and 2 <= w < vec and vec % w == 0):
-            share, left = share + (left // w) * w / n, left % w
+    for w in (vec,) + (remainder_widths(vec, widths) if reduction else ()):
+        share, left = share + (left // w) * w / n, left % w
     return share
 
 
