@@ -1076,8 +1076,13 @@ def _batch_blocks(op, info, dm, graph):
     vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and lanes % v == 0), default=1)
     if vec < 4:
         return []
-    tile = (min(_const("batch_blocks", "channels"), op.shape[0]),) + (1,) * (len(op.shape) - 2) + (lanes,)
-    return [StageSchedule(tile=tile, vectorize=vec, phase=phase_strides(op))]
+    c = min(_const("batch_blocks", "channels"), op.shape[0])
+    row = 1  # points of the row beside the batch: with few channels, the block's accumulators are too few
+    phase = phase_strides(op)
+    if c < _const("batch_blocks", "channels") and phase is None and len(op.shape) >= 3:
+        row = min(op.shape[-2], -(-_const("batch_blocks", "accumulators") // c))
+    tile = (c,) + (1,) * (len(op.shape) - 3) + ((row,) if len(op.shape) >= 3 else ()) + (lanes,)
+    return [StageSchedule(tile=tile, vectorize=vec, phase=phase)]
 
 
 def _batch_back(op, info, dm, graph):
@@ -1876,11 +1881,15 @@ RULES = (
          target="inline"),
     # stage: deciding rules first (a block they measured, the model ranks it alone)
     Rule("batch_blocks", "stage", "a stage computed with its batch innermost (CPU): channels x lanes blocks, in "
-         "vectors along the batch, dense phases where its outputs are strided",
-         {"channels": 8, "lanes": 16},
+         "vectors along the batch, dense phases where its outputs are strided; fewer channels than accumulators "
+         "(unphased): as many points of the row beside the batch as make up the accumulators",
+         {"channels": 8, "lanes": 16, "accumulators": 16},
          "conv2d_5x5_s3 dX with the batch innermost (17x58x58x32, phases 1x3x3x1), PoCL, 2-core Zen 4, min of 5: "
          "8x1x1x16/float8 1.49 ms, 4x1x1x32/8 2.35, 2x1x1x32/8 3.06, 4x1x1x16/8 2.75; the model's favourite "
-         "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled",
+         "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled.  lenet_step's second convolution's dX (6x12x12x64, "
+         "6 channels), 2-core Zen 5, medians of 7 alternating rounds, four runs, against 6x1x1x16/float16: "
+         "6x1x3x16 0.56-0.73, 6x1x4x16 0.46-0.82, 6x1x2x16 0.60-0.80; blocking the row of 8 channels hurt on "
+         "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels",
          **_deciding("batch_blocks", _batch_blocks),
          note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
     Rule("padded_rows", "stage", "a padded box reduction (CPU): a whole row of vectors by the most channels "

@@ -190,3 +190,30 @@ def pad_reads_of(grads, n):
     from polyad.schedule.graph import pad_reads
 
     return pad_reads(grads, n)
+
+
+def test_few_channels_make_up_the_accumulators_along_the_row():
+    """batch_blocks: 6 channels (lenet_step's second convolution's dX) are 6 float16 accumulators; the block
+    takes 3 points of the row beside the batch too (18), 0.56-0.73 of 6x1x1x16's time there.  8 channels and more,
+    or phased outputs, keep one point of the row (row blocks measured 0.84-1.7x on conv2d_3x3 and conv2d_5x5_s3)."""
+    built = {}
+
+    def block(c_in, stride):
+        grads, feeds = conv_grads(12 if stride == 1 else 14, stride, 0, 1, k=3, c_in=c_in, c_out=4, batch=32)
+        n = grads[0].name
+        moved = stage_ops(innermost(grads, n, 0))[1][f"{n}_t"]
+        (ss,) = RULE["batch_blocks"].propose(moved, None, ZEN5, None)
+        built[c_in, stride] = grads, feeds, Schedule("s", innermost={n: 0}, stages={f"{n}_t": ss})
+        return ss.tile, ss.vectorize, moved.shape, ss.phase
+
+    tile, vec, shape, phase = block(6, 1)
+    assert shape == (6, 12, 12, 32) and tile == (6, 1, 3, 16) and vec == 16 and phase is None
+    assert block(8, 1)[0] == (8, 1, 1, 16) and block(17, 1)[0] == (8, 1, 1, 16)
+    assert block(2, 1)[0] == (2, 1, 8, 16)
+    tile, _, _, phase = block(6, 3)
+    assert phase is not None and tile[2] == 1  # phases: one point of the row
+    grads, feeds, sched = built[6, 1]  # the block built, against pa.evaluate
+    ins = list(feeds)
+    got = pa.build(grads, ins, schedule=sched)(*[feeds[t] for t in ins])
+    for a, b in zip(got, pa.evaluate(grads, feeds)):  # dW sums 3200 products: float32's rounding
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
