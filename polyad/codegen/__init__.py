@@ -90,7 +90,7 @@ def generate(outputs, inputs, schedule=None, wide=None, kernels=None, widths=Non
     text is a function of equal is not written again (a candidate changes a stage
     or three of dozens).  ``widths``: the vector widths the device compiles (its
     probe's), which a tiled reduction's remainder may take narrower groups in
-    besides the schedule's own (None: 2, 4, 8 and 16).
+    besides the schedule's own (None: every width of ``schedule.VECTOR_WIDTHS``).
     """
     outs, ins = _check_io(outputs, inputs)
     sched = naive() if schedule is None else schedule

@@ -42,7 +42,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly.stage import dim_names, safe_name, statements_of
-from ..schedule import remainder_widths
+from ..schedule import VECTOR_WIDTHS, remainder_widths
 from ..te.memo import Recent
 from . import phase
 from .reserved import is_reserved
@@ -151,9 +151,6 @@ def _insert_band(sched, stmts, exprs_of, loop_type=None, coincident=False):
             node = node.band_member_set_coincident(d, 1)
     return node.get_schedule()
 
-
-#: OpenCL's vector widths (``floatN``)
-VECTOR_WIDTHS = (2, 4, 8, 16)
 
 #: whether full tiles' point loops are unrolled by the printer (True) or by isl (False: what the tests compare with)
 UNROLL_IN_PRINTER = True
@@ -693,7 +690,7 @@ _TILED = Recent(1024)
 
 def build_tree(stages, schedule, widths=None):
     """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``; ``widths``: the vector
-    widths the device compiles (None: all of OpenCL's, 2 to 16), of which a tiled reduction's remainder takes the
+    widths the device compiles (None: all of ``VECTOR_WIDTHS``), of which a tiled reduction's remainder takes the
     narrower groups (:func:`_split_tiles`)."""
     widths = VECTOR_WIDTHS if widths is None else tuple(sorted(w for w in widths if w in VECTOR_WIDTHS))
     used_kernel, used_stmt = set(), set()

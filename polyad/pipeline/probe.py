@@ -42,9 +42,10 @@ import numpy as np
 from ..runtime import records
 from ..runtime.builder import child_env, import_failure, install_error
 from ..runtime.calibrate import CAL_FORMAT
+from ..schedule import VECTOR_WIDTHS
 
 PROBE_FORMAT = "polyad-probe-1"
-WIDTHS = (1, 2, 4, 8, 16)
+WIDTHS = VECTOR_WIDTHS  # each width the code generator emits
 FAMILIES = tuple(f"float{n}" for n in WIDTHS) + ("index64", "fp64", "nontemporal")
 _CHILD_TIMEOUT_S = float(os.environ.get("POLYAD_PROBE_TIMEOUT", "300"))
 

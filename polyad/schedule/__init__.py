@@ -16,6 +16,11 @@ from dataclasses import dataclass, field, fields, replace
 from ..errors import ScheduleError
 
 
+#: the widths of the OpenCL vector types (``floatN``) polyad emits, scalar first: what a schedule may ask for,
+#: the probe tests, and codegen's remainder groups take
+VECTOR_WIDTHS = (1, 2, 4, 8, 16)
+
+
 @dataclass(frozen=True)
 class StageSchedule:
     """How one stage is scheduled (loop-level decisions, applied by codegen to the isl schedule tree).
@@ -69,7 +74,7 @@ class StageSchedule:
             if any(not isinstance(x, int) or x <= 0 for x in t):
                 raise ScheduleError(f"tile sizes must be positive integers, got {self.tile!r}")
             object.__setattr__(self, "tile", t)
-        if self.vectorize not in (1, 2, 4, 8, 16):
+        if self.vectorize not in VECTOR_WIDTHS:
             raise ScheduleError(f"vectorize must be 1, 2, 4, 8 or 16, got {self.vectorize!r}")
         if not isinstance(self.unroll, int) or self.unroll <= 0:
             raise ScheduleError(f"unroll must be a positive integer, got {self.unroll!r}")
@@ -603,5 +608,5 @@ from .graph import inline, rfactor, validate  # noqa: E402
 
 __all__ = [
     "Schedule", "StageSchedule", "RFactor", "Auto", "naive", "resolve", "prepare", "auto_schedule", "candidate_space",
-    "DeviceModel", "inline", "rfactor", "validate", "show", "show_graph", "remainder_widths",
+    "DeviceModel", "inline", "rfactor", "validate", "show", "show_graph", "remainder_widths", "VECTOR_WIDTHS",
 ]
