@@ -749,8 +749,8 @@ def take(a, indices, axis=None, mode="clip", name="take"):
     default, as TVM: always safe in compiled code) clamps into range;
     ``"wrap"`` wraps modulo the size; ``"raise"`` counts negative indices
     from the end as numpy and reads as is otherwise, so ``pa.evaluate``
-    raises OutOfBoundsError on an index out of range (compiled code does not
-    check: use it only for indices known to be valid).
+    raises OutOfBoundsError on an index out of range (compiled code reads NaN
+    there: :mod:`polyad.poly.bounds`).
 
     :param a: the tensor to read from.
     :param indices: an integer tensor of indices (read as data), or a Python int.

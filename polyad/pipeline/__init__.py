@@ -287,9 +287,13 @@ def _needs_model(schedule):
 
 
 def _renamed(outs):
+    """The graph a build generates code for: every stage uniquely named (as ``pa.show`` names it), and every read
+    that nothing proves inside its tensor guarded (:func:`polyad.poly.bounds.guarded_reads`; one proven outside
+    is an OutOfBoundsError)."""
+    from ..poly.bounds import guarded_reads
     from ..schedule.graph import uniquely_named
 
-    return uniquely_named(outs)
+    return uniquely_named(guarded_reads(outs))
 
 
 # ---------------------------------------------------------------------------------------------

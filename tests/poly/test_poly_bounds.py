@@ -1,0 +1,99 @@
+"""Reads outside their tensor at build time (polyad.poly.bounds): proven ones are errors, unproven ones guarded.
+
+Structural checks on the rewritten graph, then built modules against ``pa.evaluate``: a read at an index loaded
+from data once segfaulted the user's process, and an affine one past the edge returned the next buffer's bytes."""
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.poly.bounds import guarded_reads
+from polyad.te.visit import post_order
+
+
+def _selects(t):
+    return sum(1 for n in post_order(tuple(t.op.body)) if getattr(n, "op", None) == "select")
+
+
+@pytest.mark.parametrize("body, where", [
+    (lambda X: pa.compute((4, 5), lambda i, j: X[i, j + 1], name="V"),
+     "axis 1 index j + 1 is outside [0, 5) where i=3, j=4"),
+    (lambda X: pa.compute((4, 5), lambda i, j: X[i - 1, j], name="V"), "axis 0 index i - 1 is outside [0, 4) where i=0"),
+    (lambda X: pa.compute((4,), lambda i: pa.sum(X[i, (k := pa.reduce_axis((0, 6), name="k"))], axis=k), name="V"),
+     "axis 1 index k is outside [0, 5) where i=3, k=5"),
+    # a select's true branch over a bound that does not keep the read inside: read where j = 4
+    (lambda X: pa.compute((4, 5), lambda i, j: pa.select(j < 5, X[i, j + 1], 0.0), name="V"), "where i=3, j=4"),
+    (lambda X: pa.compute((4, 5), lambda i, j: X[i, (i * 2 + j) // 2], name="V"), "axis 1"),
+])
+def test_a_read_isl_proves_outside_is_an_error_naming_stage_tensor_axis_and_point(body, where):
+    X = pa.placeholder((4, 5), name="X")
+    V = body(X)
+    with pytest.raises(pa.OutOfBoundsError, match="stage 'V': read of tensor 'X' at ") as e:
+        guarded_reads([V])
+    assert where in str(e.value)
+    with pytest.raises(pa.OutOfBoundsError):  # pa.evaluate agrees: the read is made
+        pa.evaluate(V, {X: np.zeros((4, 5), "float32")})
+
+
+def test_reads_under_conditions_that_keep_them_inside_are_left_as_they_are():
+    """``{ [i, j] : j < 4 }`` keeps ``X[i, j + 1]`` inside, a reduction's ``where`` its source's reads, the second
+    operand of an ``and`` its first's."""
+    X = pa.placeholder((4, 5), name="X")
+    k = pa.reduce_axis((0, 6), name="k")
+    outs = [pa.compute((4, 5), lambda i, j: pa.select(j < 4, X[i, j + 1], X[i, j]), name="A"),
+            pa.compute((4,), lambda i: pa.sum(X[i, k], axis=k, where=k < 5), name="B"),
+            pa.compute((4, 5), lambda i, j: pa.select(pa.logical_and(j > 0, X[i, j - 1] > 0), 1.0, 0.0), name="C")]
+    assert all(a is b for a, b in zip(guarded_reads(outs), outs))
+
+
+def test_a_data_dependent_read_is_clamped_and_nan_outside():
+    """``X[I[i], j]`` becomes ``select(0 <= I[i] < 4, X[min(max(I[i], 0), 3), j], nan)``; a clamp that bounds the
+    index (``take``'s clip and wrap) needs no guard."""
+    X = pa.placeholder((4, 5), name="X")
+    I = pa.placeholder((3,), dtype="int32", name="I")
+    G = pa.compute((3, 5), lambda i, j: X[I[i], j], name="G")
+    (g,) = guarded_reads([G])
+    assert g is not G and _selects(g) == 1
+    assert "G[i, j] = select(I[i] >= 0 and I[i] < 4, X[min(max(I[i], 0), 3), j], nan)" in pa.show(g)
+    for mode in ("clip", "wrap"):
+        T = pa.ops.take(X, I, axis=0, mode=mode)
+        assert guarded_reads([T])[0] is T
+    # the stages after a guarded one read the new one
+    S = pa.compute((3,), lambda i: pa.sum(G[i, (k := pa.reduce_axis((0, 5), name="k"))], axis=k), name="S")
+    (s,) = guarded_reads([S])
+    assert s is not S and s.op.input_tensors[0] is not G and s.op.input_tensors[0].name == "G"
+
+
+def test_an_integer_read_at_an_unbounded_index_is_an_indexing_error_saying_how_to_bound_it():
+    P = pa.placeholder((4,), dtype="int32", name="P")
+    I = pa.placeholder((4,), dtype="int32", name="I")
+    with pytest.raises(pa.IndexingError, match=r"stage 'Z': read of int32 tensor 'P' .* pa.ops.take"):
+        guarded_reads([pa.compute((4,), lambda i: P[I[i]], name="Z")])
+    Z = pa.compute((4,), lambda i: P[pa.min(pa.max(I[i], 0), 3)], name="Z")
+    assert guarded_reads([Z])[0] is Z
+
+
+def test_built_reads_at_bad_data_indices_are_nan_and_never_leave_the_buffer():
+    """The forward (a ComputeOp) and a gradient stage (a PolyOp reading ``X[I[i]]``) alike."""
+    X = pa.placeholder((6,), name="X")
+    W = pa.placeholder((6,), name="W")
+    I = pa.placeholder((4,), dtype="int32", name="I")
+    H = pa.placeholder((4,), name="H")
+    Y = pa.compute((4,), lambda i: X[I[i]] * W[I[i]], name="Y")
+    (dW,) = pa.differentiate(Y, [W], H)
+    m = pa.build([Y, dW], [X, W, I, H])
+    x, w, h = np.arange(6, dtype="float32"), np.full(6, 2.0, "float32"), np.ones(4, "float32")
+    good = np.array([0, 1, 5, 2], "int32")
+    ref = pa.evaluate([Y, dW], {X: x, W: w, I: good, H: h})
+    for got, want in zip(m(x, w, good, h), ref):
+        np.testing.assert_allclose(got, want)
+    y, dw = m(x, w, np.array([0, 100000, -5000000, 2], "int32"), h)
+    np.testing.assert_array_equal(np.isnan(y), [False, True, True, False])
+    np.testing.assert_allclose(y[[0, 3]], [0.0, 4.0])
+    np.testing.assert_allclose(dw, [0, 0, 2, 0, 0, 0])  # no row matches an index out of range
+
+
+def test_a_build_of_a_read_past_the_edge_is_an_error():
+    X = pa.placeholder((3, 4), name="X")
+    with pytest.raises(pa.OutOfBoundsError, match="stage 'C'.*where i=2"):
+        pa.build(pa.compute((3,), lambda i: X[i, i + 2], name="C"), [X])
