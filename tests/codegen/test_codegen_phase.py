@@ -309,3 +309,17 @@ def test_phases_as_ndrange_slices_equal_evaluate(monkeypatch):
         launch = next(k for k in mod.program.kernels if k.name == dx)
         fused = op.shape[0] * -(-op.shape[1] // (tile or (1, 1))[1])  # batch x channel blocks
         assert launch.global_size[-1] == 6 * fused  # the outermost grid dimension holds the 3 x 2 phases
+
+
+def test_a_domain_with_an_unknown_division_has_no_strides_from_it_and_builds():
+    """The gradient of ``sum(X[3k] * X[(i + 2k) % 5])`` has a statement whose division is of an existential
+    (``exists e0 : 5*floor((-1 - i0 + 2e0)/5) <= ...``): isl cannot give it as ``floor(e / den)``, and
+    ``pa.build`` raised isl's "some divs are unknown" from the phase strides."""
+    X = pa.placeholder((9,), name="X")
+    k = pa.reduce_axis((0, 3), "k")
+    Y = pa.compute((2,), lambda i: pa.sum(X[3 * k] * X[(i + 2 * k) % 5], axis=k), name="Y")
+    H = pa.placeholder((2,), name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    phase_strides(uniquely_named([dX])[0].op)  # raised isl.Error; the unknown division now adds no stride
+    x, h = np.random.default_rng(0).random(9, dtype=np.float32), np.ones(2, np.float32)
+    np.testing.assert_allclose(pa.build(dX, [X, H])(x, h), pa.evaluate(dX, {X: x, H: h}), rtol=1e-6)
