@@ -32,7 +32,7 @@ from ..errors import DtypeError, NotDifferentiableError, PolyadError, ShapeError
 from ..te import dtype as dt
 from ..te.construct import as_expr, cast, const, select
 from ..te.expr import Const, IterVar, Reduce, Var
-from ..te.reduce import comm_reducer, reduce_axis, sum as te_sum
+from ..te.reduce import arg_combiner, arg_identity, comm_reducer, reduce_axis, sum as te_sum
 from ..te.tensor import ComputeOp, Tensor, compute, is_stop_gradient
 from ..te.visit import substitute
 from .rules import TRUE, float_loads, scalar_adjoints, split_guard
@@ -273,17 +273,10 @@ def _rebind(out, body, o_new, r_new, exprs):
 
 def _arg_extremum(out, body, kind):
     """Arg[o] = flat index of the FIRST max (min) of the reduction's source, in iteration order."""
-    better = (lambda a, b: a > b) if kind == "max" else (lambda a, b: a < b)
-
-    def fcombine(x, y):
-        # commutative: the better value wins, ties go to the smaller (earlier) index
-        take = better(y[1], x[1]) | ((y[1] == x[1]) & (y[0] < x[0]))
-        return select(take, y[0], x[0]), select(take, y[1], x[1])
-
-    def fidentity(it, vt):
-        return const(dt.max_value(it), it), const(dt.min_value(vt) if kind == "max" else dt.max_value(vt), vt)
-
-    reducer = comm_reducer(fcombine, fidentity, name=f"arg{kind}")
+    # NaN first: the forward's max (min) is NaN where the source has one, and its gradient goes to the first
+    # (the rule without NaN sent it to the largest other value in numpy and, by the order the device reduced
+    # in, elsewhere in compiled code)
+    reducer = comm_reducer(arg_combiner("gt" if kind == "max" else "lt"), arg_identity(kind), name=f"arg{kind}")
 
     def f(*o):
         r = tuple(reduce_axis((a.lo, a.hi), a.name) for a in body.axis)

@@ -15,9 +15,9 @@ the extremum as numpy does.
 
 from ..errors import AxisError, DtypeError
 from ..te import dtype as dt
-from ..te.construct import binary, cast, select
+from ..te.construct import binary, cast
 from ..te.expr import Const
-from ..te.reduce import comm_reducer, reduce_axis
+from ..te.reduce import arg_combiner, arg_identity, comm_reducer, reduce_axis
 from ..te.reduce import max as _te_max
 from ..te.reduce import min as _te_min
 from ..te.reduce import prod as _te_prod
@@ -170,34 +170,8 @@ def mean(x, axis=None, keepdims=False, dtype=None):
                       lambda e, k: _te_sum(cast(e, t) * scale, axis=k), lambda e: cast(e, t))
 
 
-def _arg_combiner(op):
-    """(index, value) pairs -> the better one: the extremum, NaN first, the smaller index on ties.
-
-    That is the maximum under a total order, so it is commutative and
-    associative whatever order the reduction visits the points in.
-    """
-
-    def fcombine(lhs, rhs):
-        (i0, v0), (i1, v1) = lhs, rhs
-        better = binary(op, v1, v0)
-        tie = binary("eq", v1, v0)
-        if dt.is_float(v0.dtype):
-            nan0, nan1 = binary("ne", v0, v0), binary("ne", v1, v1)
-            better = binary("or", binary("and", nan1, ~nan0), better)
-            tie = binary("or", tie, binary("and", nan1, nan0))
-        take = binary("or", better, binary("and", tie, binary("lt", i1, i0)))
-        return select(take, i1, i0), select(take, v1, v0)
-
-    return fcombine
-
-
-def _arg_identity(extreme):
-    # The largest index loses every tie, so a data value equal to the identity's still wins.
-    return lambda idt, vdt: (Const(dt.max_value(idt), idt), Const(extreme(vdt), vdt))
-
-
-_argmax = comm_reducer(_arg_combiner("gt"), _arg_identity(dt.min_value), name="argmax")
-_argmin = comm_reducer(_arg_combiner("lt"), _arg_identity(dt.max_value), name="argmin")
+_argmax = comm_reducer(arg_combiner("gt"), arg_identity("max"), name="argmax")
+_argmin = comm_reducer(arg_combiner("lt"), arg_identity("min"), name="argmin")
 
 
 def _arg(name, reducer, x, axis, keepdims):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import AxisError, DtypeError, PolyadError
 from . import dtype as dt
-from .construct import as_expr, binary
+from .construct import as_expr, binary, select
 from .expr import CommReducer, Const, IterVar, Reduce, Var
 
 
@@ -242,3 +242,33 @@ def min_reducer(dtype):
 
 def prod_reducer(dtype):
     return _prod.instantiate((dtype,))
+
+
+def arg_combiner(op):
+    """(index, value) pairs -> the better one under ``op`` (``"gt"``: the maximum), NaN first, the smaller index
+    on ties.
+
+    That is the extremum under a total order, so it is commutative and associative whatever order the reduction
+    visits the points in.  NaN first, as the max and min reductions take it (a NaN wins there): the argument of
+    ``max(X, axis=k)`` is the first NaN of a row that has one, where its gradient goes.
+    """
+
+    def fcombine(lhs, rhs):
+        (i0, v0), (i1, v1) = lhs, rhs
+        better = binary(op, v1, v0)
+        tie = binary("eq", v1, v0)
+        if dt.is_float(v0.dtype):
+            nan0, nan1 = binary("ne", v0, v0), binary("ne", v1, v1)
+            better = binary("or", binary("and", nan1, ~nan0), better)
+            tie = binary("or", tie, binary("and", nan1, nan0))
+        take = binary("or", better, binary("and", tie, binary("lt", i1, i0)))
+        return select(take, i1, i0), select(take, v1, v0)
+
+    return fcombine
+
+
+def arg_identity(kind):
+    """The identity of :func:`arg_combiner`'s ``kind`` (``"max"`` or ``"min"``): the largest index loses every tie,
+    so a data value equal to the identity's still wins."""
+    extreme = dt.min_value if kind == "max" else dt.max_value
+    return lambda idt, vdt: (Const(dt.max_value(idt), idt), Const(extreme(vdt), vdt))

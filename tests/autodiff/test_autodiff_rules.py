@@ -171,3 +171,20 @@ def test_shared_subexpressions_are_differentiated_once():
     from polyad.te.visit import count_nodes
 
     assert count_nodes(g.op.body[0]) < 60 * 12
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_a_max_reductions_gradient_goes_to_the_first_nan_of_a_row_built_and_evaluated_alike(kind):
+    """The forward's max (min) is NaN where a row has one, so its argument is the first NaN (PyTorch's too).  The
+    argument's reducer had no NaN order: ``pa.evaluate`` sent a row's gradient to its largest other value or
+    nowhere, and compiled code elsewhere, by the order the device reduced in."""
+    X = pa.placeholder((3, 4), name="X")
+    Y = getattr(pa.ops, kind)(X, axis=1)
+    H = pa.placeholder((3,), name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    x = np.array([[np.nan, 1, 2, 0], [1, np.nan, 2, np.nan], [1, 3, 0, 2]], dtype="float32")
+    h = np.array([1, 2, 3], dtype="float32")
+    want = np.zeros((3, 4), "float32")
+    want[0, 0], want[1, 1], want[2, 1 if kind == "max" else 2] = 1, 2, 3
+    np.testing.assert_array_equal(pa.evaluate(dX, {X: x, H: h}), want)
+    np.testing.assert_array_equal(pa.build(dX, [X, H])(x, h), want)
