@@ -86,9 +86,17 @@ def _load_target(target):
         raise PolyadError(f"{func}() in {path}: {type(e).__name__}: {e}") from None
     except Exception as e:  # noqa: BLE001
         raise PolyadError(f"{func}() in {path} raised {_where(e, path)}") from None
+    from .te.tensor import Tensor
+
+    usage = f"{target} must return (output tensor, [input tensors to differentiate w.r.t.])"
     if not (isinstance(res, tuple) and len(res) == 2):
-        raise PolyadError(f"{target} must return (output, [inputs to differentiate w.r.t.])")
-    return res
+        raise PolyadError(usage)
+    out, wrt = res
+    if isinstance(wrt, Tensor):  # one input, as pa.differentiate takes it (list() of a tensor iterates its rows)
+        wrt = [wrt]
+    if not isinstance(out, Tensor) or not isinstance(wrt, (list, tuple)) or not all(isinstance(t, Tensor) for t in wrt):
+        raise PolyadError(f"{usage}; it returned ({type(out).__name__}, {type(wrt).__name__})")
+    return out, list(wrt)
 
 
 def _where(exc, path):

@@ -62,6 +62,15 @@ def test_show_prints_the_simplified_gradient_and_its_opencl(tmp_path, capsys):
     assert "__kernel" not in out and "select" not in out
 
 
+def test_show_takes_one_tensor_to_differentiate_wrt_bare(tmp_path, capsys):
+    """``return Y, X``, as ``pa.differentiate(Y, X)`` takes it: ``list(X)`` of a 2-D tensor was empty (its rows
+    stop at the first index error), and the gradient of nothing printed without a word."""
+    f = tmp_path / "bare.py"
+    f.write_text("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return X * 2, X\n")
+    assert main(["show", f"{f}:f"]) == 0
+    assert "d_X_from_" in capsys.readouterr().out
+
+
 def test_show_reports_a_bad_target(tmp_path, capsys):
     assert main(["show", str(tmp_path / "nope.py:f")]) == 2
     assert "no file" in capsys.readouterr().err
@@ -73,7 +82,11 @@ def test_show_reports_a_bad_target(tmp_path, capsys):
     ("def f():\n    return {}['x']\n", r"f\(\) in .*bad\.py raised KeyError: 'x' \(at .*bad\.py:2\)"),
     ("import polyad as pa\ndef f():\n    X = pa.placeholder((3,), name='X')\n    return X[0, 1], [X]\n",
      r"f\(\) in .*bad\.py: IndexingError: tensor 'X'"),
-], ids=["syntax", "import-raises", "function-raises", "polyad-error"])
+    ("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return [X * 2], [X]\n",
+     r"must return \(output tensor, \[input tensors .*; it returned \(list, list\)"),
+    ("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return X * 2, None\n",
+     r"it returned \(Tensor, NoneType\)"),
+], ids=["syntax", "import-raises", "function-raises", "polyad-error", "list-output", "none-wrt"])
 def test_show_reports_what_went_wrong_in_the_users_file_without_a_traceback(tmp_path, capsys, text, expected):
     import re
 
