@@ -31,6 +31,7 @@ statement whose domain is the full box); ``PolyOp`` is the operation whose
 tensors are defined by a statement list (what the simplifier produces).
 """
 
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -75,10 +76,16 @@ ISL_WORDS = frozenset((
 ))
 
 
+# the longest identifier made from a name: a longer one keeps its start and a checksum of the whole
+MAX_NAME = 64
+
+
 def safe_name(name, used, taboo=None):
-    """An identifier from ``name``: ASCII, not an isl keyword (nor ``taboo(base)``: a ``_`` is appended),
-    not in ``used`` (``_1``, ``_2`` ... appended); added to ``used``."""
+    """An identifier from ``name``: ASCII, at most ``MAX_NAME`` characters before a suffix, not an isl keyword (nor
+    ``taboo(base)``: a ``_`` is appended), not in ``used`` (``_1``, ``_2`` ... appended); added to ``used``."""
     base = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name) or "v"
+    if len(base) > MAX_NAME:  # PoCL's linker failed a kernel named by a 250-character stage name
+        base = f"{base[:MAX_NAME - 9]}_{zlib.crc32(name.encode()):08x}"
     if base[0].isdigit():
         base = "v" + base
     if base.lower() in ISL_WORDS or (taboo is not None and taboo(base)):

@@ -205,3 +205,21 @@ def test_cross_entropy_with_a_label_out_of_range_is_nan_not_a_finite_loss():
         np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)
     unchecked = pa.nn.cross_entropy(L, y, check_labels=False)  # the old meaning, on request
     assert np.isfinite(pa.evaluate(unchecked, {L: logits, y: np.array([0, 5, 2, 4], "int32")}))
+
+
+def test_a_long_stage_name_makes_a_short_kernel_name_and_builds():
+    """PoCL's linker failed a kernel named by a stage name of 250 characters (a BuildError for the whole build).
+    Names past ``MAX_NAME`` keep their start and a checksum of the whole, so two long names that share a start
+    stay apart."""
+    from polyad.poly.stage import MAX_NAME
+
+    X = pa.placeholder((3, 5), name="X")
+    Y = pa.compute((3, 5), lambda i, j: X[i, j] * 2, name="y" * 260)
+    Z = pa.compute((3, 5), lambda i, j: Y[i, j] + 1, name="y" * 261)
+    m = pa.build([Y, Z], [X])
+    names = [k.name for k in m.program.kernels]
+    assert len(set(names)) == 2 and all(len(n) <= MAX_NAME for n in names), names
+    x = np.arange(15, dtype="float32").reshape(3, 5)
+    y, z = m(x)
+    np.testing.assert_array_equal(y, 2 * x)
+    np.testing.assert_array_equal(z, 2 * x + 1)
