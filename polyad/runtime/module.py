@@ -436,6 +436,14 @@ def _buffer(b, t):
     if hasattr(b, "base_data") and hasattr(b, "offset"):  # pyopencl.array.Array
         if b.offset:
             raise PolyadError(f"tensor {t.name!r}: device arrays with an offset are not supported")
+        # an Array says what it holds: a float64 one given for a float32 tensor ran on its bytes
+        if np.dtype(b.dtype) != np.dtype(t.dtype):
+            raise DtypeError(f"tensor {t.name!r} is {t.dtype}, the device array given for it is {np.dtype(b.dtype)}")
+        if tuple(b.shape) != tuple(t.shape):
+            raise ShapeError(f"tensor {t.name!r} has shape {list(t.shape)}, the device array given for it "
+                             f"{list(b.shape)}")
+        if not (b.flags.c_contiguous or b.size <= 1):
+            raise PolyadError(f"tensor {t.name!r}: the device array given for it is not C-contiguous")
         b = b.base_data
     if not isinstance(b, cl.Buffer):
         raise PolyadError(f"tensor {t.name!r}: expected a pyopencl Buffer or Array, got {type(b).__name__}")

@@ -104,3 +104,22 @@ def test_unicode_and_isl_keyword_names_build():
         mod = pa.build(Y, [X], schedule=schedule)
         np.testing.assert_array_equal(mod(x), 2 * x)
         assert all(ord(ch) < 128 for ch in mod.source)
+
+
+def test_run_checks_a_device_arrays_dtype_and_shape_as_a_call_checks_an_arrays():
+    """A ``pyopencl.array.Array`` says what it holds; a float64 one given for a float32 tensor ran on its bytes and
+    returned wrong numbers, and one of another shape ran too."""
+    import pyopencl.array as cla
+
+    X = pa.placeholder((3, 5), name="X")
+    W = pa.placeholder((2, 5), name="W")
+    m = pa.build(pa.nn.dense(X, W), [X, W])
+    x = np.random.default_rng(0).random((3, 5), dtype=np.float32)
+    w = np.random.default_rng(1).random((2, 5), dtype=np.float32)
+    aw, ao = cla.to_device(m.queue, w), cla.empty(m.queue, (3, 2), np.float32)
+    with pytest.raises(pa.DtypeError, match="tensor 'X' is float32, the device array given for it is float64"):
+        m.run(cla.to_device(m.queue, x.astype(np.float64)), aw, ao)
+    with pytest.raises(pa.ShapeError, match=r"tensor 'X' has shape \[3, 5\], the device array given for it \[5, 3\]"):
+        m.run(cla.to_device(m.queue, np.ascontiguousarray(x.T)), aw, ao)
+    m.run(cla.to_device(m.queue, x), aw, ao)
+    np.testing.assert_allclose(ao.get(), x @ w.T, rtol=1e-5)
