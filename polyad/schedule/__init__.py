@@ -11,6 +11,7 @@ See docs/scheduling.md.
 """
 
 import json
+import numbers
 from dataclasses import dataclass, field, fields, replace
 
 from ..errors import ScheduleError
@@ -19,6 +20,11 @@ from ..errors import ScheduleError
 #: the widths of the OpenCL vector types (``floatN``) polyad emits, scalar first: what a schedule may ask for,
 #: the probe tests, and codegen's remainder groups take
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
+
+
+def _is_count(x):
+    """An integer (numpy's too), not a bool: ``tile=(True, 4)`` was a tile of 1."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -62,22 +68,28 @@ class StageSchedule:
     nontemporal: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.grid_dims, int) or not 1 <= self.grid_dims <= 3:
+        if not _is_count(self.grid_dims) or not 1 <= self.grid_dims <= 3:
             raise ScheduleError(f"grid_dims must be 1, 2 or 3, got {self.grid_dims!r}")
+        for field_ in ("local_size", "tile"):  # tile=3 raised tuple()'s TypeError
+            v = getattr(self, field_)
+            if v is not None and (isinstance(v, (str, bytes)) or not hasattr(v, "__iter__")):
+                raise ScheduleError(f"{field_} must be a list of positive integers, got {v!r}")
         if self.local_size is not None:
-            ls = tuple(self.local_size)
-            if not 1 <= len(ls) <= 3 or any(not isinstance(x, int) or x <= 0 for x in ls):
+            ls = tuple(int(x) if _is_count(x) else x for x in self.local_size)
+            if not 1 <= len(ls) <= 3 or any(not _is_count(x) or x <= 0 for x in ls):
                 raise ScheduleError(f"local_size must be 1 to 3 positive integers, got {self.local_size!r}")
             object.__setattr__(self, "local_size", ls)
         if self.tile is not None:
-            t = tuple(self.tile)
-            if any(not isinstance(x, int) or x <= 0 for x in t):
+            t = tuple(int(x) if _is_count(x) else x for x in self.tile)  # numpy's integers too, not bools
+            if any(not _is_count(x) or x <= 0 for x in t):
                 raise ScheduleError(f"tile sizes must be positive integers, got {self.tile!r}")
             object.__setattr__(self, "tile", t)
-        if self.vectorize not in VECTOR_WIDTHS:
+        if not _is_count(self.vectorize) or self.vectorize not in VECTOR_WIDTHS:
             raise ScheduleError(f"vectorize must be 1, 2, 4, 8 or 16, got {self.vectorize!r}")
-        if not isinstance(self.unroll, int) or self.unroll <= 0:
+        if not _is_count(self.unroll) or self.unroll <= 0:
             raise ScheduleError(f"unroll must be a positive integer, got {self.unroll!r}")
+        for name in ("grid_dims", "vectorize", "unroll"):  # a numpy integer as Python's: the JSON holds them
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.phase is not None:
             if isinstance(self.phase, (str, bytes)) or not hasattr(self.phase, "__iter__"):
                 raise ScheduleError(f"phase must be a list of positive integers (one per output dimension), got {self.phase!r}")

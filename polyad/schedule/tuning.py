@@ -1050,6 +1050,8 @@ class TuningDatabase:
 def _as_paths(paths):
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(p, (str, bytes, os.PathLike)) for p in paths):
+        raise TuningLogError(f"a tuning log is a path or a list of paths, got {paths!r}")
     out = tuple(os.fsdecode(os.fspath(p)) for p in paths)
     if not out:
         raise TuningLogError("no tuning log given")

@@ -60,6 +60,23 @@ def test_bad_json_raises_schedule_error(text, msg):
         Schedule.from_json(text)
 
 
+@pytest.mark.parametrize("kw, msg", [
+    ({"tile": 3}, "tile must be a list of positive integers, got 3"),
+    ({"tile": "ab"}, "tile must be a list"),
+    ({"local_size": 8}, "local_size must be a list of positive integers, got 8"),
+    ({"tile": (True, 4)}, "tile sizes must be positive integers"),
+    ({"unroll": True}, "unroll must be a positive integer"),
+    ({"vectorize": True}, "vectorize must be 1, 2, 4, 8 or 16"),
+])
+def test_a_stage_schedule_of_the_wrong_type_is_a_schedule_error(kw, msg):
+    """``tile=3`` raised ``tuple()``'s TypeError; a bool was taken for 1.  numpy's integers are integers."""
+    with pytest.raises(pa.ScheduleError, match=msg):
+        StageSchedule(**kw)
+    ss = StageSchedule(tile=(np.int64(2), 4), vectorize=np.int32(4), unroll=np.int64(2))
+    assert ss == StageSchedule(tile=(2, 4), vectorize=4, unroll=2)
+    assert StageSchedule.from_dict(json.loads(json.dumps(ss.to_dict()))) == ss
+
+
 @pytest.mark.parametrize("sched, msg", [
     (Schedule(stages={"Q": StageSchedule()}), "stage 'Q'"),
     (Schedule(stages={"T": StageSchedule(tile=(2,))}), r"stage 'T'.*1 sizes.*2 output"),

@@ -444,3 +444,10 @@ def test_records_with_the_auto_runs_beside_them_rank_by_the_ratio():
     assert db.best_schedule("w", "dev")[0].stages == c.stages  # one record unpaired: raw times, as before
     db = TuningDatabase([rec(a, 2.0, 2.0, "confirm"), rec(b, 2.2, 2.0, "confirm"), rec(c, 1.0, 2.0)])
     assert db.best_schedule("w", "dev")[0].stages == a.stages  # the check decides, by ratio: auto
+
+
+@pytest.mark.parametrize("log", [None, 3, [None], []])
+def test_tuned_without_a_path_is_a_tuning_log_error(log):
+    """``pa.tuned(None)`` raised iterating None."""
+    with pytest.raises(pa.TuningLogError, match="a tuning log is a path or a list of paths|no tuning log given"):
+        pa.tuned(log)

@@ -420,6 +420,8 @@ def test_unknown_policy_and_bad_trials_are_errors(conv):
         _tune(ctx, outs, ins, policy="annealing")
     with pytest.raises(pa.PolyadError, match="trials"):
         _tune(ctx, outs, ins, trials=0)
+    with pytest.raises(pa.PolyadError, match="time_budget must be a number of seconds"):
+        _tune(ctx, outs, ins, trials=2, time_budget="5")
 
 
 def test_runs_that_spread_widely_are_not_settled():
