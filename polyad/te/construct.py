@@ -139,6 +139,10 @@ def binary(op, a, b):
         a, b = _widen(a, rdt), _widen(b, rdt)
     else:
         raise PolyadError(f"{op} is not a binary operator")
+    if op in ("floordiv", "floormod") and dt.is_int(rdt) and isinstance(b, Const) and b.value == 0:
+        # Python raises here; compiled code and pa.evaluate would give 0 (their helpers' rule for a divisor that
+        # is data), so X[i // 0] read X[0] without a word
+        raise PolyadError(f"{op}({a}, 0): integer division by the constant 0")
     folded = _fold(op, a, b, rdt)
     return Call(op, (a, b), rdt) if folded is None else folded
 
@@ -335,6 +339,7 @@ def floordiv(a, b):
     :param b: the divisor, of ``a``'s dtype (two integer dtypes widen to int64).
     :returns: the expression ``floordiv(a, b)`` (folded when both are constants).
     :raises DtypeError: when an operand is bool, or the operands' dtypes do not mix without a cast.
+    :raises PolyadError: when both are integers and ``b`` is the constant 0 (a divisor that is data gives 0 there).
     """
     return binary("floordiv", a, b)
 
@@ -346,5 +351,6 @@ def floormod(a, b):
     :param b: the divisor, of ``a``'s dtype (two integer dtypes widen to int64).
     :returns: the expression ``floormod(a, b)`` (folded when both are constants).
     :raises DtypeError: when an operand is bool, or the operands' dtypes do not mix without a cast.
+    :raises PolyadError: when both are integers and ``b`` is the constant 0 (a divisor that is data gives 0 there).
     """
     return binary("floormod", a, b)

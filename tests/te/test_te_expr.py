@@ -187,3 +187,14 @@ def test_post_order_visits_each_shared_node_once():
     assert nodes[-1] is e
     assert sum(1 for n in nodes if n is a) == 1
     assert all(isinstance(n, (Call, Load, Const)) for n in nodes)
+
+
+@pytest.mark.parametrize("op", [pa.floordiv, pa.floormod])
+def test_an_integer_division_by_the_constant_zero_is_an_error_as_in_python(op):
+    """``X[i, i // 0]`` built and read ``X[i, 0]`` (the helpers' 0 for a divisor that is data)."""
+    X = pa.placeholder((4, 5), name="X")
+    with pytest.raises(pa.PolyadError, match=r"\(i, 0\): integer division by the constant 0"):
+        pa.compute((4,), lambda i: X[i, op(i, 0)])
+    with pytest.raises(pa.PolyadError, match="by the constant 0"):
+        op(3, 0)
+    assert op(pa.const(1.0), 0.0).dtype == "float32"  # a float divisor of 0 is IEEE's
