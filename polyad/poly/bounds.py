@@ -29,6 +29,9 @@ from .convert import NotAffine, ToIsl
 __all__ = ["guarded_reads"]
 
 _INF = float("inf")
+# (node, guard) pairs walked before the paths to a shared node stop counting apart: a node under n nested selects of
+# affine conditions is reached under up to 2^n guards
+_MAX_VISITS = 20000
 
 
 def guarded_reads(outputs):
@@ -90,7 +93,10 @@ def _compute_reads(op):
 
 
 def _statement_reads(op, st):
-    reads = _Reads(op.name, st.vars, st.domain.reset_tuple_id(), trust_affine=True)
+    try:
+        reads = _Reads(op.name, st.vars, st.domain.reset_tuple_id(), trust_affine=True)
+    except isl.Error:  # a domain in another space than its variables': no ranges (every unbounded index guarded)
+        reads = _Reads(op.name, st.vars, isl.Set.universe(ToIsl(st.vars).space), trust_affine=True)
     for v in st.values:
         reads.walk(v, reads.domain, True)
     return reads.out
@@ -116,7 +122,7 @@ class _Reads:
             domain = self.conv.univ.intersect(domain)
         self.domain = domain
         self.out = {}
-        self._seen = set()
+        self._seen, self._guards = set(), []
         self._ranges = {}
 
     def cond(self, c, guard):
@@ -127,10 +133,13 @@ class _Reads:
 
     def walk(self, e, guard, exact):
         """Every read under ``e``, made at the points ``guard`` (all of them when ``exact``, else some)."""
+        if len(self._seen) > _MAX_VISITS:  # many paths to shared nodes: each once more, over all the points
+            guard, exact = self.domain, False
         key = (id(e), id(guard))
         if key in self._seen or isinstance(e, (Const, Var)):
             return
         self._seen.add(key)
+        self._guards.append(guard)  # alive, so that its id names it while the walk lasts
         if isinstance(e, Load):
             for ix in e.indices:
                 self.walk(ix, guard, exact)

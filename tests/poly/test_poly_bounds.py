@@ -97,3 +97,24 @@ def test_a_build_of_a_read_past_the_edge_is_an_error():
     X = pa.placeholder((3, 4), name="X")
     with pytest.raises(pa.OutOfBoundsError, match="stage 'C'.*where i=2"):
         pa.build(pa.compute((3,), lambda i: X[i, i + 2], name="C"), [X])
+
+
+def test_a_node_shared_under_many_nested_conditions_is_walked_a_bounded_number_of_times():
+    """29 nested selects of affine conditions reach ``X[I[i]]`` under 2^29 guards: past ``_MAX_VISITS`` each node
+    is walked once more over all the points, and the read is still guarded."""
+    from polyad.poly import bounds
+
+    X = pa.placeholder((40,), name="X")
+    I = pa.placeholder((40,), dtype="int32", name="I")
+
+    def body(i):
+        x = X[I[i]]
+        for k in range(1, 30):
+            x = pa.select(i < k, x + 1.0, x * 2.0)
+        return x
+
+    Y = pa.compute((40,), body, name="Y")
+    reads = bounds._Reads("Y", tuple(Y.op.axis), None, False)
+    reads.walk(Y.op.body[0], reads.domain, True)
+    assert bounds._MAX_VISITS < len(reads._seen) < 2 * bounds._MAX_VISITS
+    assert list(reads.out.values()) == [(0,)]
