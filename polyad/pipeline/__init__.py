@@ -246,7 +246,8 @@ def generate(outputs, inputs, schedule="naive", device=None):
 
     outs, ins = cut(as_tensor_list(outputs, "build outputs"), as_tensor_list(inputs, "build inputs"))
     model = DeviceModel.of(device) if _needs_model(schedule) else None
-    g, loop = prepare(outs, resolve(schedule, _renamed(outs), model) if model else schedule)
+    renamed = _renamed(outs)  # the graph pa.build generates: its unproven reads guarded
+    g, loop = prepare(renamed, resolve(schedule, renamed, model) if model else schedule)
     return codegen(g, ins, loop, wide=model is not None and model.kind == "cpu" or None,
                    widths=model.widths if model is not None else None)
 

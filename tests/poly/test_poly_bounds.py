@@ -118,3 +118,15 @@ def test_a_node_shared_under_many_nested_conditions_is_walked_a_bounded_number_o
     reads.walk(Y.op.body[0], reads.domain, True)
     assert bounds._MAX_VISITS < len(reads._seen) < 2 * bounds._MAX_VISITS
     assert list(reads.out.values()) == [(0,)]
+
+
+def test_the_generated_source_is_the_guarded_graphs_and_a_proven_read_stops_it():
+    """``pipeline.generate`` (``polyad show``'s OpenCL) generates what ``pa.build`` compiles."""
+    from polyad.pipeline import generate
+
+    X = pa.placeholder((4, 5), name="X")
+    I = pa.placeholder((3,), dtype="int32", name="I")
+    src = generate([pa.compute((3, 5), lambda i, j: X[I[i], j], name="G")], [X, I]).source
+    assert "NAN" in src and "min(" in src
+    with pytest.raises(pa.OutOfBoundsError, match="stage 'V'"):
+        generate([pa.compute((4, 5), lambda i, j: X[i, j + 1], name="V")], [X])
