@@ -30,7 +30,6 @@ is cached by device only.
 """
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -40,14 +39,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..runtime import records
-from ..runtime.builder import child_env, import_failure, install_error
+from ..runtime.builder import child_env, env_seconds, import_failure, install_error
 from ..runtime.calibrate import CAL_FORMAT
 from ..schedule import VECTOR_WIDTHS
 
 PROBE_FORMAT = "polyad-probe-1"
 WIDTHS = VECTOR_WIDTHS  # each width the code generator emits
 FAMILIES = tuple(f"float{n}" for n in WIDTHS) + ("index64", "fp64", "nontemporal")
-_CHILD_TIMEOUT_S = float(os.environ.get("POLYAD_PROBE_TIMEOUT", "300"))
 
 
 @dataclass(frozen=True)
@@ -338,15 +336,17 @@ def _cal_key(dev_key):
     return records.digest(CAL_FORMAT, dev_key)
 
 
-def _measure(device, want_probe, want_cal, known_widths=None, hook=None, timeout=_CHILD_TIMEOUT_S):
+def _measure(device, want_probe, want_cal, known_widths=None, hook=None, timeout=None):
     """(Capabilities or None, calibration dict or None), each measured in child processes.
 
     The families run in one child while it survives; the family a child dies in gets the crash as its
     answer and a fresh child goes on with the rest.  The calibration runs in a last child, at the widths
-    that passed.
+    that passed.  ``timeout``: seconds a child may take (None: ``POLYAD_PROBE_TIMEOUT``, 300 by default).
     """
     from ..runtime.device import device_key, is_gpu, supports_fp64
 
+    if timeout is None:
+        timeout = env_seconds("POLYAD_PROBE_TIMEOUT", 300.0)
     key = device_key(device)
     t0 = time.perf_counter()
     caps = None

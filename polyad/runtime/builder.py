@@ -30,9 +30,29 @@ import tempfile
 import threading
 import time
 
-from ..errors import BuildError, InstallError
+from ..errors import BuildError, InstallError, PolyadError
 
-_TIMEOUT_S = float(os.environ.get("POLYAD_BUILD_TIMEOUT", "600"))
+
+
+def env_seconds(name, default):
+    """Seconds from environment variable ``name`` (``default`` when unset): a positive number, else a
+    PolyadError naming the variable (``float()`` of it raised a bare ValueError when polyad was imported, and 0
+    or a negative value failed every build as a timeout)."""
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise PolyadError(f"{name}={text!r}: expected a positive number of seconds")
+    return value
+
+
+def build_timeout():
+    """Seconds one compile may take: ``POLYAD_BUILD_TIMEOUT``, 600 by default."""
+    return env_seconds("POLYAD_BUILD_TIMEOUT", 600.0)
 _DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
 
 
@@ -226,7 +246,7 @@ class LineProcess:
         if self.hello is not None:
             self.proc.stdin.write((json.dumps(self.hello) + "\n").encode())
             self.proc.stdin.flush()
-            if not _readline(self.proc, _TIMEOUT_S):
+            if not _readline(self.proc, build_timeout()):
                 raise OSError(f"{self.module} did not start")
 
     def ask(self, request, timeout):
@@ -291,8 +311,10 @@ class Worker(LineProcess):
         super().__init__("polyad.runtime.builder")
         self.lock = threading.Lock()
 
-    def compile(self, job, timeout=_TIMEOUT_S):
-        """The binary of ``job``; BuildError when it does not compile, CompilerCrash when the worker dies."""
+    def compile(self, job, timeout=None):
+        """The binary of ``job``; BuildError when it does not compile, CompilerCrash when the worker dies past
+        ``timeout`` seconds (None: :func:`build_timeout`)."""
+        timeout = build_timeout() if timeout is None else timeout
         with self.lock:
             try:
                 ans, start = self.ask(job, timeout)

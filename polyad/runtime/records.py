@@ -65,6 +65,8 @@ def read(path, what="record"):
         return None
     except OSError as e:
         return _unusable(path, what, f"unreadable ({e})")
+    except ValueError as e:  # a byte that is not UTF-8 (a UnicodeDecodeError) raised out of every build
+        return _unusable(path, what, f"malformed ({type(e).__name__}: {e})")
     try:
         doc = json.loads(text)
         if not isinstance(doc, dict) or doc.get("format") != _MAGIC:
@@ -72,9 +74,17 @@ def read(path, what="record"):
         payload = doc["payload"]
         if _checksum(json.dumps(payload, sort_keys=True)) != doc.get("sha256"):
             return _unusable(path, what, "checksum mismatch (edited, truncated or corrupt)")
+        if doc.get("key", _key_of(path)) != _key_of(path):  # records written before the key was kept have none
+            return _unusable(path, what, f"the record of key {doc['key']!r}, copied under another")
         return payload
     except (ValueError, KeyError, TypeError) as e:
         return _unusable(path, what, f"malformed ({type(e).__name__}: {e})")
+
+
+def _key_of(path):
+    """The key a record is stored under: its file name (a record copied under another name, as a cache synced by
+    path may, ran the other graph's program)."""
+    return os.path.basename(path).removesuffix(".json")
 
 
 def _unusable(path, what, why):
@@ -85,7 +95,7 @@ def _unusable(path, what, why):
 def write(path, payload, what="record"):
     """Store ``payload`` (JSON-ready) at ``path`` atomically; an unwritable cache costs a warning only."""
     text = json.dumps({"format": _MAGIC, "sha256": _checksum(json.dumps(payload, sort_keys=True)),
-                       "payload": payload}, sort_keys=True)
+                       "key": _key_of(path), "payload": payload}, sort_keys=True)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
