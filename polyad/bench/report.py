@@ -134,6 +134,11 @@ def _explanation():
             f"against a float64 numpy gradient of the same data, flagged (!) above {ERR_FLAG:g}.")
 
 
+# a starred cell's note says how it was measured: side by side with torch, run-by-run ratios, or fewer runs than
+# asked where the time budget capped them (the heading said the last of every one)
+STARRED = "how the starred cells were measured (a time budget that capped the runs says so)"
+
+
 def _footnotes(result):
     """(residuals fed: {workload: {who: names}}, capped-run notes, full n/a reasons: {reason: {workload}},
     rooflines: {workload: what bounds its backward})."""
@@ -180,7 +185,7 @@ def markdown(result):
                       "gradient graph that do not depend on H):"]
         lines += [f"- {w}: " + "; ".join(f"{who}: {names}" for who, names in d.items()) for w, d in fed.items()]
     if notes:
-        lines += ["", "\\* fewer runs than asked:"] + [f"- {n}" for n in notes]
+        lines += ["", f"\\* {STARRED}:"] + [f"- {n}" for n in notes]
     if reasons:
         lines += ["", "Full n/a reasons:"] + [f"- {r} ({', '.join(w)})" for r, w in reasons.items()]
     return "\n".join(lines) + "\n"
@@ -353,7 +358,7 @@ def html_page(result, images=(), files=(), plot_note=None):
                 for w, d in fed.items()]
         out.append("</ul>")
     if notes:
-        out += ["<h2>* fewer runs than asked</h2>", "<ul>"] + [f"<li>{e(n)}</li>" for n in notes] + ["</ul>"]
+        out += [f"<h2>* {STARRED}</h2>", "<ul>"] + [f"<li>{e(n)}</li>" for n in notes] + ["</ul>"]
     if reasons:
         out += ["<h2>Full n/a reasons</h2>", "<ul>"]
         out += [f"<li>{e(r)} ({e(', '.join(w))})</li>" for r, w in reasons.items()] + ["</ul>"]

@@ -91,3 +91,19 @@ def test_no_device_model_no_roofline():
     (row,) = runner.run_workload("dense", TINY["dense"], _opts(torch=False), _api(), lambda s: None)
     assert not row["roofline_ms"].ok and "no device model" in row["roofline_ms"].na
     assert not row["bwd_over_roofline"].ok
+
+
+def test_a_starred_cells_note_is_not_headed_as_fewer_runs_than_asked():
+    """Cells timed side by side with torch carry a note (how many rounds), and the heading over every note said
+    "fewer runs than asked" where more were taken; a capped cell's note says the budget capped it."""
+    from polyad.bench.report import Cell
+
+    row = {"workload": "dense", "schedule": "naive",
+           "bwd_ms": Cell(1.0, note="side by side with torch, 7 rounds of 5"),
+           "fwd_ms": Cell(2.0, note="3 runs (time budget 30 s)")}
+    text = markdown({"machine": {}, "options": {"schedules": ["naive"], "batch": None, "repeat": 5,
+                                                "time_budget": 30.0}, "rows": [row]})
+    assert "fewer runs than asked" not in text
+    assert "how the starred cells were measured (a time budget that capped the runs says so):" in text
+    assert "- dense [naive] bwd_ms: side by side with torch, 7 rounds of 5" in text
+    assert "- dense [naive] fwd_ms: 3 runs (time budget 30 s)" in text
