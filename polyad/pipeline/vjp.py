@@ -194,6 +194,11 @@ def vjp(outputs, inputs, wrt=None, *, schedule="auto", device=None, save="reduct
     for t in wrt:
         if id(t) not in known:
             raise PolyadError(f"vjp: {t.name!r} is not among the inputs {[i.name for i in ins]}")
+    # each is a module's output: listed twice, the build said so of the gradients' and residuals' names
+    for what, ts in (("outputs", outs), ("wrt", wrt)):
+        twice = [t.name for i, t in enumerate(ts) if any(u is t for u in ts[:i])]
+        if twice:
+            raise PolyadError(f"vjp: {what} lists {twice[0]!r} twice")
     heads, grads = [], None
     for y in outs:
         h, gs = _gradients(y, wrt, differentiate)

@@ -106,6 +106,11 @@ def test_vjp_errors_name_what_is_wrong():
     other = pa.placeholder((3,), name="other")
     with pytest.raises(pa.PolyadError, match="'other' is not among the inputs"):
         pa.vjp(Y, [X, W], [other])
+    # named as given, not as the build's list of gradients or residuals
+    with pytest.raises(pa.PolyadError, match="vjp: wrt lists 'X' twice"):
+        pa.vjp(Y, [X, W], [X, X])
+    with pytest.raises(pa.PolyadError, match="vjp: outputs lists 'softmax' twice"):
+        pa.vjp([Y, Y], [X, W])
     fwd, bwd = pa.vjp(Y, [X, W])
     fwd2, _ = pa.vjp(Y, [X, W])
     _, res2 = fwd2(x, w)
