@@ -171,9 +171,10 @@ def list_devices():
     """Lines describing the OpenCL devices, the default marked with ``*``, each with its probe result."""
     pairs = all_devices()
     try:
-        default = select_device()
-    except DeviceError:
-        default = None
+        default, why = select_device(), None
+    except DeviceError as e:  # say why none is marked ($POLYAD_DEVICE matching nothing listed them all unmarked)
+        spec = os.environ.get("POLYAD_DEVICE")
+        default, why = None, (f"$POLYAD_DEVICE={spec!r} names none of them" if spec else str(e).splitlines()[0])
     lines = []
     for p, d in pairs:
         caps = capabilities(d)
@@ -181,7 +182,9 @@ def list_devices():
         state = "ok  " if caps.passes else ("part" if caps.usable else "FAIL")
         lines.append(f"{mark}{state} {describe(p, d)}")
         if not caps.passes:
-            lines += [f"         {fam}: {why}" for fam, why in sorted(caps.failures.items())]
+            lines += [f"         {fam}: {msg}" for fam, msg in sorted(caps.failures.items())]
+    if why is not None:
+        lines.append(f"  no default device: {why}")
     return lines
 
 

@@ -59,3 +59,15 @@ def test_devices_calibrate_prints_the_figures_and_where_they_are_cached(tmp_path
     again = _run(["-m", "polyad.cli", "devices", "--calibrate"], env)
     assert again.returncode == 0
     assert "probed now" not in again.stdout and "(cached)" in again.stdout
+
+
+def test_devices_says_why_no_device_is_the_default(monkeypatch):
+    """``POLYAD_DEVICE`` naming nothing listed every device unmarked, under the legend of the default."""
+    from polyad.pipeline import list_devices
+
+    monkeypatch.setenv("POLYAD_DEVICE", "no such device")
+    lines = list_devices()
+    assert not any(line.startswith("* ") for line in lines)
+    assert lines[-1] == "  no default device: $POLYAD_DEVICE='no such device' names none of them"
+    monkeypatch.delenv("POLYAD_DEVICE")
+    assert sum(line.startswith("* ") for line in list_devices()) == 1
