@@ -21,6 +21,7 @@ calling process instead (debugging).
 
 import atexit
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -301,7 +302,14 @@ class LineProcess:
                 self.proc.wait(timeout=5)
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
+            for pipe in (self.proc.stdin, self.proc.stdout):  # else a ResourceWarning at every cold build
+                with contextlib.suppress(OSError, ValueError):
+                    if pipe is not None:
+                        pipe.close()
             self.proc = None
+        if self.err is not None:  # read by died() before a close, never after
+            self.err.close()
+            self.err = None
 
 
 class Worker(LineProcess):

@@ -262,3 +262,19 @@ def test_a_cold_program_is_compiled_once_in_either_mode(device, monkeypatch, iso
     # this process compiles it at most once (the worker's compile is in the worker)
     assert len(builds) <= 1, f"{len(builds)} compiles of one program in this process"
     assert cache.STATS.compiles == before + 1
+
+
+def test_a_closed_worker_leaves_no_open_file(device):
+    """Its pipes and its stderr file were left to the garbage collector: a ResourceWarning at every cold build."""
+    import gc
+    import warnings
+
+    w = builder.Worker()
+    w.compile(_job(device))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        w.close()
+        gc.collect()
+    assert not [c for c in caught if issubclass(c.category, ResourceWarning)], [str(c.message) for c in caught]
+    w.compile(_job(device))  # and it starts again
+    w.close()
