@@ -84,9 +84,9 @@ def _compute_reads(op):
     for e in op.body:
         if isinstance(e, Reduce):
             reads.walk(e.condition, reads.domain, True)
-            where = reads.cond(e.condition, reads.domain)
+            t, _, exact = reads.cond(e.condition)
             for s in e.source:
-                reads.walk(s, *where)
+                reads.walk(s, reads.domain.intersect(t), exact)
         else:
             reads.walk(e, reads.domain, True)
     return reads.out
@@ -123,13 +123,32 @@ class _Reads:
         self.domain = domain
         self.out = {}
         self._seen, self._guards = set(), []
+        self._conds = {}  # id(condition) -> cond(); the conditions are the stage's, alive while it is
         self._ranges = {}
 
-    def cond(self, c, guard):
-        """(the points of ``guard`` where ``c`` holds, whether that is exact): ``guard`` itself, inexact, where
-        ``c`` is outside isl's fragment."""
+    def cond(self, c):
+        """``(T, F, exact)``: sets holding every point where ``c`` holds (``T``) and where it does not (``F``),
+        exactly when ``exact``.  A conjunct outside isl's fragment (a loaded value) still leaves the others:
+        ``M[i, j // 2] == j % 2 and j < 14`` holds only where ``j < 14``."""
+        got = self._conds.get(id(c))
+        if got is None:
+            got = self._conds[id(c)] = self._cond(c)
+        return got
+
+    def _cond(self, c):
+        univ = self.conv.univ
         s = self.conv.try_set(c)
-        return (guard, False) if s is None else (guard.intersect(s), True)
+        if s is not None:
+            return s, univ.subtract(s), True
+        if isinstance(c, Call) and c.op in ("and", "or"):
+            (ta, fa, _), (tb, fb, _) = self.cond(c.args[0]), self.cond(c.args[1])
+            if c.op == "and":  # not (a and b) = not a or not b
+                return ta.intersect(tb), fa.union(fb), False
+            return ta.union(tb), fa.intersect(fb), False
+        if isinstance(c, Call) and c.op == "not":
+            t, f, e = self.cond(c.args[0])
+            return f, t, e
+        return univ, univ, False
 
     def walk(self, e, guard, exact):
         """Every read under ``e``, made at the points ``guard`` (all of them when ``exact``, else some)."""
@@ -148,10 +167,8 @@ class _Reads:
         if isinstance(e, Call) and e.op in ("select", "and", "or"):
             a = e.args
             self.walk(a[0], guard, exact)
-            s = self.conv.try_set(a[0])
-            known = s is not None
-            yes = guard.intersect(s) if known else guard
-            no = guard.subtract(s) if known else guard
+            t, f, known = self.cond(a[0])
+            yes, no = guard.intersect(t), guard.intersect(f)
             if e.op == "select":
                 self.walk(a[1], yes, exact and known)
                 self.walk(a[2], no, exact and known)

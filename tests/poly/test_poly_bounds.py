@@ -130,3 +130,18 @@ def test_the_generated_source_is_the_guarded_graphs_and_a_proven_read_stops_it()
     assert "NAN" in src and "min(" in src
     with pytest.raises(pa.OutOfBoundsError, match="stage 'V'"):
         generate([pa.compute((4, 5), lambda i, j: X[i, j + 1], name="V")], [X])
+
+
+def test_an_affine_conjunct_beside_a_loaded_one_still_bounds_the_read():
+    """``M[i, j // 2] == j % 2 and j < 14`` holds only where ``j < 14``, where ``H[i, j // 2 + 1]`` is inside (a
+    max-pool gradient's shape): no guard.  Its negation's false branch is the same set; a condition on loaded
+    values alone bounds nothing, and the read past the edge is guarded."""
+    M = pa.placeholder((4, 8), "int32", name="M")
+    H = pa.placeholder((4, 8), name="H")
+    both = lambda i, j: pa.logical_and(M[i, j // 2] == j % 2, j < 14)  # noqa: E731
+    outs = [pa.compute((4, 16), lambda i, j: pa.select(both(i, j), H[i, j // 2 + 1], 0.0), name="A"),
+            pa.compute((4, 16), lambda i, j: pa.select(pa.logical_not(both(i, j)), 0.0, H[i, j // 2 + 1]), name="B")]
+    assert all(a is b for a, b in zip(guarded_reads(outs), outs))
+    C = pa.compute((4, 16), lambda i, j: pa.select(M[i, j // 2] == j % 2, H[i, j // 2 + 1], 0.0), name="C")
+    (c,) = guarded_reads([C])
+    assert _selects(c) == 2  # the stage's and the guard's
