@@ -11,12 +11,15 @@
   kernel never reads outside its buffer: it once segfaulted the user's process.  An integer or bool tensor has
   no NaN: such a read is an :class:`IndexingError` that says how to bound the index.
 
-A read is proven inside by isl over the points where it is made (the stage's domain, a reduction's ``where``,
-the conditions of the ``select``/``and``/``or`` branches it sits under), or, for an index outside isl's fragment,
-by its interval (``min(max(I[i], 0), n - 1)``, ``floormod(I[i], n)``: ``take``'s clip and wrap modes).
+A read is proven inside by isl over the points where it may be made (the stage's domain, a reduction's ``where``,
+the conditions of the ``select``/``and``/``or`` branches it sits under, a condition on loaded values by its affine
+conjuncts), or, for an index outside isl's fragment, by its interval (``min(max(I[i], 0), n - 1)``,
+``floormod(I[i], n)``: ``take``'s clip and wrap modes).  It is an error only where it is surely made outside: under
+affine conditions alone.
 """
 
 import islpy as isl
+import numpy as np
 
 from ..errors import IndexingError, OutOfBoundsError
 from ..te import dtype as dt
@@ -24,14 +27,12 @@ from ..te.construct import binary, select
 from ..te.expr import Call, Const, Load, Reduce, Var
 from ..te.graph import map_values
 from ..te.tensor import ComputeOp, walk_ops
+from ..te.visit import post_order
 from .convert import NotAffine, ToIsl
 
 __all__ = ["guarded_reads"]
 
 _INF = float("inf")
-# (node, guard) pairs walked before the paths to a shared node stop counting apart: a node under n nested selects of
-# affine conditions is reached under up to 2^n guards
-_MAX_VISITS = 20000
 
 
 def guarded_reads(outputs):
@@ -81,14 +82,15 @@ def _compute_reads(op):
     body = op.body[0]
     vars_ = tuple(op.axis) + (tuple(body.axis) if isinstance(body, Reduce) else ())
     reads = _Reads(op.name, vars_, None, trust_affine=False)
+    dom, roots = reads.domain, []
     for e in op.body:
         if isinstance(e, Reduce):
-            reads.walk(e.condition, reads.domain, True)
             t, _, exact = reads.cond(e.condition)
-            for s in e.source:
-                reads.walk(s, reads.domain.intersect(t), exact)
+            roots.append((e.condition, dom, dom))
+            roots += [(s, dom.intersect(t), dom.intersect(t) if exact else reads.empty) for s in e.source]
         else:
-            reads.walk(e, reads.domain, True)
+            roots.append((e, dom, dom))
+    reads.reach(roots)
     return reads.out
 
 
@@ -97,8 +99,7 @@ def _statement_reads(op, st):
         reads = _Reads(op.name, st.vars, st.domain.reset_tuple_id(), trust_affine=True)
     except isl.Error:  # a domain in another space than its variables': no ranges (every unbounded index guarded)
         reads = _Reads(op.name, st.vars, isl.Set.universe(ToIsl(st.vars).space), trust_affine=True)
-    for v in st.values:
-        reads.walk(v, reads.domain, True)
+    reads.reach([(v, reads.domain, reads.domain) for v in st.values])
     return reads.out
 
 
@@ -121,8 +122,8 @@ class _Reads:
         else:
             domain = self.conv.univ.intersect(domain)
         self.domain = domain
+        self.empty = isl.Set.empty(self.conv.space)
         self.out = {}
-        self._seen, self._guards = set(), []
         self._conds = {}  # id(condition) -> cond(); the conditions are the stage's, alive while it is
         self._ranges = {}
 
@@ -150,39 +151,57 @@ class _Reads:
             return f, t, e
         return univ, univ, False
 
-    def walk(self, e, guard, exact):
-        """Every read under ``e``, made at the points ``guard`` (all of them when ``exact``, else some)."""
-        if len(self._seen) > _MAX_VISITS:  # many paths to shared nodes: each once more, over all the points
-            guard, exact = self.domain, False
-        key = (id(e), id(guard))
-        if key in self._seen or isinstance(e, (Const, Var)):
-            return
-        self._seen.add(key)
-        self._guards.append(guard)  # alive, so that its id names it while the walk lasts
-        if isinstance(e, Load):
-            for ix in e.indices:
-                self.walk(ix, guard, exact)
-            self._read(e, guard, exact)
-            return
-        if isinstance(e, Call) and e.op in ("select", "and", "or"):
-            a = e.args
-            self.walk(a[0], guard, exact)
-            t, f, known = self.cond(a[0])
-            yes, no = guard.intersect(t), guard.intersect(f)
-            if e.op == "select":
-                self.walk(a[1], yes, exact and known)
-                self.walk(a[2], no, exact and known)
-            else:
-                self.walk(a[1], yes if e.op == "and" else no, exact and known)
-            return
-        for ch in e.children():
-            self.walk(ch, guard, exact)
+    def reach(self, roots):
+        """Where each node under ``roots`` (``(expr, over, under)``) is evaluated, and each read checked there.
 
-    def _read(self, load, guard, exact):
+        Per node, two sets: ``over`` holds every point where it may be evaluated, ``under`` only points where it
+        surely is.  A node's are the unions over its parents of theirs, narrowed by the condition on the way (a
+        ``select``'s branch, an ``and``'s second operand): a dataflow over the expression's DAG, each edge once.
+        (A walk of every path took 2^n for a node shared under n nested selects.)"""
+        over, under = {}, {}
+
+        def add(n, o, u):
+            if isinstance(n, (Const, Var)):
+                return
+            k = id(n)
+            if k in over:
+                over[k], under[k] = over[k].union(o), under[k].union(u)
+            else:
+                over[k], under[k] = o, u
+
+        for e, o, u in roots:
+            add(e, o, u)
+        for n in reversed(post_order(tuple(e for e, _, _ in roots))):  # every parent before its children
+            k = id(n)
+            if k not in over:
+                continue
+            o, u = over[k].coalesce(), under[k].coalesce()
+            if isinstance(n, Load):
+                self._read(n, o, u)
+            if isinstance(n, Call) and n.op in ("select", "and", "or"):
+                a = n.args
+                add(a[0], o, u)
+                t, f, exact = self.cond(a[0])
+                yes = (o.intersect(t), u.intersect(t) if exact else self.empty)
+                no = (o.intersect(f), u.intersect(f) if exact else self.empty)
+                if n.op == "select":
+                    add(a[1], *yes)
+                    add(a[2], *no)
+                else:
+                    add(a[1], *(yes if n.op == "and" else no))
+                continue
+            for ch in n.children():
+                add(ch, o, u)
+
+    def _read(self, load, over, under):
+        """Checks a read made at points ``over`` (surely at ``under``): raises where it is surely outside, notes
+        the axes to guard where it may be."""
         t = load.tensor
         unbounded = []
         for ax, (ix, n) in enumerate(zip(load.indices, t.shape)):
             try:
+                if _narrowing_cast(ix):  # isl computes without the wrap-around of the cast
+                    raise NotAffine(ix)
                 a = self.conv.aff(ix)
             except NotAffine:
                 lo, hi = _interval(ix, self._range)
@@ -192,19 +211,18 @@ class _Reads:
             if self.trust_affine:
                 continue
             outside = a.lt_set(self.conv.const(0)).union(a.gt_set(self.conv.const(n - 1)))
-            bad = guard.intersect(outside)
-            if bad.is_empty():
-                continue
-            if exact:
-                raise OutOfBoundsError(_proven(self.name, load, ax, ix, bad, self.vars))
-            unbounded.append(ax)
+            sure = under.intersect(outside)
+            if not sure.is_empty():
+                raise OutOfBoundsError(_proven(self.name, load, ax, ix, sure, self.vars))
+            if not over.intersect(outside).is_empty():
+                unbounded.append(ax)
         if not unbounded:
             return
         if not dt.is_float(t.dtype):
             raise IndexingError(
                 f"stage {self.name!r}: read of {t.dtype} tensor {t.name!r} at axis {unbounded[0]} index "
-                f"{load.indices[unbounded[0]]} that nothing bounds within [0, {t.shape[unbounded[0]]}): compiled "
-                f"code cannot check it, and an integer has no NaN to show a wrong index; bound it "
+                f"{load.indices[unbounded[0]]}, which nothing proves within [0, {t.shape[unbounded[0]]}) where it is "
+                f"read: compiled code cannot check it, and an integer has no NaN to show a wrong index; bound it "
                 f"(pa.min/pa.max, or pa.ops.take with mode='clip')")
         prev = self.out.get(id(load), ())
         self.out[id(load)] = tuple(sorted(set(prev) | set(unbounded)))
@@ -248,20 +266,35 @@ def _guard(load, axes):
     return select(ok, Load(load.tensor, tuple(idx)), float("nan"))
 
 
+def _narrowing_cast(e):
+    """True when ``e`` casts an integer to a narrower one somewhere (it wraps around where isl would not)."""
+    return any(isinstance(n, Call) and n.op == "cast" and dt.is_int(n.dtype) and dt.is_int(n.args[0].dtype)
+               and np.iinfo(n.dtype).bits < np.iinfo(n.args[0].dtype).bits for n in post_order(e))
+
+
+def _floordiv(x, y):
+    if abs(x) == _INF:
+        return x if y > 0 else -x
+    return x // y
+
+
 def _interval(e, var_range):
     """(lo, hi) bounds of integer expression ``e`` (infinite where nothing bounds it); ``var_range(v)``: a
     variable's."""
+    def iv(x):
+        return _interval(x, var_range)
+
     if isinstance(e, Const):
         return (e.value, e.value) if dt.is_int(e.dtype) or dt.is_bool(e.dtype) else (-_INF, _INF)
     if isinstance(e, Var):
         return var_range(e)
-    if isinstance(e, Load):
-        return (0, 1) if dt.is_bool(e.dtype) else (-_INF, _INF)
-    if not isinstance(e, Call):
+    if dt.is_bool(e.dtype):
+        return 0, 1
+    if isinstance(e, Load) or not isinstance(e, Call):
         return -_INF, _INF
     op, a = e.op, e.args
     if op in ("add", "sub", "mul", "min", "max"):
-        (l0, h0), (l1, h1) = _interval(a[0], var_range), _interval(a[1], var_range)
+        (l0, h0), (l1, h1) = iv(a[0]), iv(a[1])
         if op == "add":
             return l0 + l1, h0 + h1
         if op == "sub":
@@ -273,16 +306,27 @@ def _interval(e, var_range):
         ends = [0 if 0 in (x, y) else x * y for x in (l0, h0) for y in (l1, h1)]  # 0 * inf is 0 here
         return min(ends), max(ends)
     if op == "neg":
-        lo, hi = _interval(a[0], var_range)
+        lo, hi = iv(a[0])
         return -hi, -lo
-    if op == "floormod" and isinstance(a[1], Const) and a[1].value > 0:
-        return 0, a[1].value - 1
-    if op == "floordiv" and isinstance(a[1], Const) and a[1].value > 0:
-        lo, hi = _interval(a[0], var_range)
-        return lo // a[1].value if lo != -_INF else lo, hi // a[1].value if hi != _INF else hi
+    if op == "abs":
+        lo, hi = iv(a[0])
+        return (max(lo, -hi, 0) if not lo <= 0 <= hi else 0), max(abs(lo), abs(hi))
+    if op == "sign":
+        lo, hi = iv(a[0])
+        return (1 if lo > 0 else 0 if lo == 0 else -1), (-1 if hi < 0 else 0 if hi == 0 else 1)
+    if op in ("floordiv", "floormod"):
+        (lo, hi), (bl, bh) = iv(a[0]), iv(a[1])
+        if not (bl >= 1 or bh <= -1):  # a divisor that may be 0 (the helpers give 0) or of either sign
+            return -_INF, _INF
+        if op == "floormod":  # and a non-negative dividend's remainder is at most the dividend
+            return (0, min(bh - 1, hi) if lo >= 0 else bh - 1) if bl >= 1 else (bl + 1, 0)
+        ends = [_floordiv(x, y) for x in (lo, hi) for y in (bl, bh)]  # monotone in each, the sign of y fixed
+        return min(ends), max(ends)
     if op == "select":
-        (l1, h1), (l2, h2) = _interval(a[1], var_range), _interval(a[2], var_range)
+        (l1, h1), (l2, h2) = iv(a[1]), iv(a[2])
         return min(l1, l2), max(h1, h2)
     if op == "cast" and dt.is_int(e.dtype):
-        return _interval(a[0], var_range)
+        lo, hi = iv(a[0])
+        info = np.iinfo(e.dtype)
+        return (lo, hi) if info.min <= lo and hi <= info.max else (-_INF, _INF)  # else it wraps around
     return -_INF, _INF
