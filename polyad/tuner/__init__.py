@@ -194,7 +194,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
     try:
         ctx = measurer.context()
         space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
-        wkey = workload_key(ctx.outputs, ctx.inputs)
+        wkey = ctx.workload or workload_key(ctx.outputs, ctx.inputs)
         session = _Session(space, measurer, wkey, name, log, resume)
         search = POLICIES[policy](space, random.Random(seed), ctx.model, stage_times=session.stage_times)
         n_batch = batch or max(4, 2 * getattr(measurer, "workers", 1))

@@ -157,12 +157,15 @@ class Context:
     :param inputs: the build's placeholders, in order.
     :param model: the device's :class:`~polyad.schedule.DeviceModel`.
     :param auto: the auto :class:`~polyad.schedule.Schedule` of ``outputs`` on ``model`` (candidate 0).
+    :param workload: the workload key of the records (``pa.build`` keys a tuned graph before it guards its reads:
+        :func:`polyad.poly.bounds.guarded_reads`), or None: of ``outputs``.
     """
 
     outputs: list
     inputs: list
     model: object
     auto: object
+    workload: str = None
 
 
 def graph_context(outputs, inputs, model):
@@ -172,9 +175,12 @@ def graph_context(outputs, inputs, model):
     from ..te.graph import cut
     from ..te.tensor import as_tensor_list
 
+    from ..schedule.tuning import workload_key
+
     outs, ins = cut(as_tensor_list(outputs, "tune outputs"), as_tensor_list(inputs, "tune inputs"))
+    key = workload_key(outs, ins)  # as pa.build keys it: on the graph cut, not yet renamed and guarded
     outs = _renamed(outs)
-    return Context(outs, list(ins), model, auto_schedule(outs, device=model, renamed=True))
+    return Context(outs, list(ins), model, auto_schedule(outs, device=model, renamed=True), key)
 
 
 class Measurer:

@@ -1094,3 +1094,18 @@ def test_ctrl_c_while_the_next_round_is_bred_leaves_a_valid_log(conv, tmp_path):
     assert res.interrupted and res.time <= res.auto_time
     recs = read_log(log)
     assert len(recs) == res.trials == m.calls and len({r.config for r in recs}) == len(recs)
+
+
+def test_a_graph_with_guarded_reads_is_logged_under_the_key_pa_build_looks_up(tmp_path):
+    """``pa.build`` keys a graph for the tuning log before it guards its reads (a warm build does not look at them);
+    the tuner measures the guarded graph, and logged it under that graph's key, which no build looked up."""
+    from polyad.schedule.tuning import workload_key
+
+    X = pa.placeholder((8, 16), name="X")
+    I = pa.placeholder((8,), "int32", name="I")
+    Y = pa.compute((8, 16), lambda i, j: X[I[i], j] * 2.0, name="Y")
+    ctx = graph_context([Y], [X, I], ZEN5)
+    assert ctx.outputs[0] is not Y and workload_key(ctx.outputs, ctx.inputs) != workload_key([Y], [X, I])
+    m = FunctionMeasurer(ctx, lambda name, ss, sched: 1e-5 * (ss.unroll or 1), lambda sched: ["Y"])
+    pa.tune([Y], [X, I], measurer=m, trials=3, log=str(tmp_path / "log.jsonl"), confirm=0)
+    assert {r.workload for r in read_log(str(tmp_path / "log.jsonl"))} == {workload_key([Y], [X, I])}
