@@ -33,6 +33,7 @@ import time
 
 from ..errors import BuildError, InstallError, PolyadError
 
+_DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
 
 
 def env_seconds(name, default):
@@ -54,7 +55,6 @@ def env_seconds(name, default):
 def build_timeout():
     """Seconds one compile may take: ``POLYAD_BUILD_TIMEOUT``, 600 by default."""
     return env_seconds("POLYAD_BUILD_TIMEOUT", 600.0)
-_DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
 
 
 def child_env(**extra):

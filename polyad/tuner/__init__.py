@@ -14,11 +14,11 @@ logs it writes.
 """
 
 import contextlib
+import numbers
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 
 from ..errors import PolyadError
 from ..schedule import Schedule
@@ -184,7 +184,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         raise PolyadError(f"tune: unknown policy {policy!r} (known: {sorted(POLICIES)})")
     if not isinstance(trials, int) or trials < 1:
         raise PolyadError(f"tune: trials must be a positive integer, got {trials!r}")
-    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, (int, float))):
+    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, numbers.Real)):
         raise PolyadError(f"tune: time_budget must be a number of seconds or None, got {time_budget!r}")
     start = time.perf_counter()
     outs_list = as_tensor_list(outputs, "tune outputs")
