@@ -30,7 +30,7 @@ from ..te.tensor import ComputeOp, walk_ops
 from ..te.visit import post_order
 from .convert import NotAffine, ToIsl
 
-__all__ = ["guarded_reads"]
+__all__ = ["check_reads", "guarded_reads"]
 
 _INF = float("inf")
 
@@ -78,10 +78,23 @@ def guarded_reads(outputs):
     return [tmap.get(id(t), t) for t in outputs]
 
 
-def _compute_reads(op):
+def check_reads(outputs):
+    """Raises where a stage of ``outputs``' graph surely reads outside a tensor (the first half of
+    :func:`guarded_reads`, which ``pa.differentiate`` runs on the graph it is given: the gradient of a forward that
+    reads past an edge was that of its part inside, without a word).
+
+    :raises OutOfBoundsError: a read isl proves outside its tensor, naming the stage, the tensor, the axis and a
+        point.
+    """
+    for op in walk_ops(outputs):
+        if isinstance(op, ComputeOp):
+            _compute_reads(op, ints=False)
+
+
+def _compute_reads(op, ints=True):
     body = op.body[0]
     vars_ = tuple(op.axis) + (tuple(body.axis) if isinstance(body, Reduce) else ())
-    reads = _Reads(op.name, vars_, None, trust_affine=False)
+    reads = _Reads(op.name, vars_, None, trust_affine=False, ints=ints)
     dom, roots = reads.domain, []
     for e in op.body:
         if isinstance(e, Reduce):
@@ -108,10 +121,11 @@ class _Reads:
     the axes whose index nothing bounds, for each read that needs a guard.
 
     ``domain``: the points (an isl set over ``vars_``), or None for the box of the IterVars' ranges;
-    ``trust_affine``: quasi-affine indices are inside (isl made them), only the others are bounded."""
+    ``trust_affine``: quasi-affine indices are inside (isl made them), only the others are bounded; ``ints``: an
+    integer tensor read at an unbounded index is an IndexingError (else only proven reads raise)."""
 
-    def __init__(self, name, vars_, domain, trust_affine):
-        self.name, self.vars, self.trust_affine = name, tuple(vars_), trust_affine
+    def __init__(self, name, vars_, domain, trust_affine, ints=True):
+        self.name, self.vars, self.trust_affine, self.ints = name, tuple(vars_), trust_affine, ints
         self.conv = ToIsl(self.vars)
         if domain is None:
             domain = self.conv.univ
@@ -216,7 +230,7 @@ class _Reads:
                 raise OutOfBoundsError(_proven(self.name, load, ax, ix, sure, self.vars))
             if not over.intersect(outside).is_empty():
                 unbounded.append(ax)
-        if not unbounded:
+        if not unbounded or not self.ints:
             return
         if not dt.is_float(t.dtype):
             raise IndexingError(

@@ -5,6 +5,8 @@ neither layer installs anything into the other.
 """
 
 from ..autodiff import reverse
+from ..te.tensor import Tensor
+from .bounds import check_reads
 from .simplify import simplify
 
 __all__ = ["differentiate", "jacobian"]
@@ -50,7 +52,11 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
         have shape ``prefix + input.shape``.
     :raises NotDifferentiableError: when a tensor on a path from an input to ``output`` is defined by an operation
         or an operator with no derivative rule (give it an ``override``).
+    :raises OutOfBoundsError: when a stage of ``output``'s graph surely reads outside a tensor
+        (:func:`polyad.poly.bounds.check_reads`).
     """
+    if isinstance(output, Tensor):  # else reverse.differentiate says what is wrong with it
+        check_reads([output])
     return reverse.differentiate(output, inputs, head, fdiff=fdiff, override=override, optimize=optimize,
                                  simplifier=simplify)
 

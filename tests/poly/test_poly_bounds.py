@@ -171,3 +171,19 @@ def test_an_affine_conjunct_beside_a_loaded_one_still_bounds_the_read():
     C = pa.compute((4, 16), lambda i, j: pa.select(M[i, j // 2] == j % 2, H[i, j // 2 + 1], 0.0), name="C")
     (c,) = guarded_reads([C])
     assert _selects(c) == 2  # the stage's and the guard's
+
+
+def test_differentiating_a_forward_that_reads_past_an_edge_is_an_error():
+    """Its gradient was that of its part inside, without a word (the sum's gradient needs none of its values, so
+    no build of the gradient looked at the forward's reads)."""
+    X = pa.placeholder((3, 4), name="X")
+    kb = pa.reduce_axis((0, 5), "kb")
+    OB = pa.compute((3,), lambda i: pa.sum(X[i, kb], axis=kb), name="OB")
+    with pytest.raises(pa.OutOfBoundsError, match="stage 'OB': read of tensor 'X' at axis 1 index kb .* kb=4"):
+        pa.differentiate(OB, [X], pa.placeholder((3,), name="H"))
+    # reads only data could take out of range are the build's to guard, not an error here
+    I = pa.placeholder((3,), dtype="int32", name="I")
+    XI = pa.placeholder((4,), dtype="int32", name="XI")
+    G = pa.compute((3,), lambda i: X[i, I[i]] * pa.cast(XI[I[i]], "float32"), name="G")
+    (dX,) = pa.differentiate(G, [X], pa.placeholder((3,), name="H"))
+    assert dX.shape == (3, 4)
