@@ -235,7 +235,11 @@ def workload_key(outputs, inputs):
     The graph is every stage ``outputs`` reach (not through ``inputs``, which may be computed tensors
     fed as data), in dependency order; each stage counts by its :func:`stage_key` and where each
     tensor it reads comes from (which input, or which earlier stage's which output); then which
-    stages' outputs are the outputs, and the inputs' shapes and dtypes in order.  Names do not count.
+    stages' outputs are the outputs, and the inputs' shapes and dtypes.  Names do not count, nor does the
+    order of ``inputs``: an input counts by where the graph first reads it (the inputs nothing reads, by shape
+    and dtype).  The schedule does not depend on it, and ``polyad tune FILE.py:FUNC`` and ``pa.show`` take
+    the inputs in the order the graph reaches them, where a build is given ``wrt + [H]``: the build missed the
+    log's whole schedule.
 
     :param outputs: the output tensor, or a list of them, as given to ``pa.build``.
     :param inputs: the input tensors, in ``pa.build``'s order.
@@ -247,13 +251,13 @@ def workload_key(outputs, inputs):
 
 @graph_memo(32)  # a warm build with a tuning log keys its graph again (chain's 400 stages: 4 ms a build)
 def _workload_key(outputs, inputs):
-    in_pos = {}
-    for i, t in enumerate(inputs):
-        in_pos.setdefault(id(t), i)
-    pos, stages = {}, []
+    given = {id(t): t for t in inputs}
+    in_pos, pos, stages = {}, {}, []  # in_pos: an input's number, in the order the graph first reads it
 
     def ref(t):
-        if id(t) in in_pos:
+        if id(t) in given:
+            if id(t) not in in_pos:
+                in_pos[id(t)] = len(in_pos)
             return ["in", in_pos[id(t)]]
         if id(t.op) in pos:
             return ["stage", pos[id(t.op)], t.value_index]
@@ -265,8 +269,11 @@ def _workload_key(outputs, inputs):
         key, reads = _stage_key_and_inputs(op)
         stages.append([key, [ref(t) for t in reads]])
         pos[id(op)] = len(stages) - 1
-    doc = {"inputs": [[list(t.shape), t.dtype] for t in inputs], "stages": stages,
-           "outputs": [ref(t) for t in outputs]}
+    outs = [ref(t) for t in outputs]
+    read = sorted(given.values(), key=lambda t: in_pos.get(id(t), len(in_pos)))
+    unread = sorted([list(t.shape), t.dtype] for t in read[len(in_pos):])
+    doc = {"inputs": [[list(t.shape), t.dtype] for t in read[:len(in_pos)]] + unread, "stages": stages,
+           "outputs": outs}
     return _hash(doc)
 
 
@@ -899,6 +906,39 @@ def _median(runs):
     return runs[(len(runs) - 1) // 2]
 
 
+def _last_checks(records, auto):
+    """The confirm records (``(workload, device, config) -> [(time, record)]``) and the held-out ones
+    (``(workload, device) -> {config: [records]}``) of each workload's latest end check, in log order: what the
+    last ``pa.tune`` reported.
+
+    A check is the confirm records in a row (and the held-out ones after them) since the workload's previous
+    search records.  A resumed run's check scored its candidates against its own auto runs; pooled with an
+    earlier run's, they chose a configuration neither run had (the earlier run's auto runs lowered auto's score).
+    A check that measured no candidate but auto (Ctrl-C in its first round) is no check: the search's fastest
+    stands, as the interrupted ``pa.tune`` reported it; it made the log apply auto."""
+    runs = {}  # (workload, device) -> the records of its latest check, and whether the last record was one
+    for r in records:
+        wd = (r.workload, r.device)
+        cur = runs.setdefault(wd, [[], False])
+        if r.candidate in ("confirm", "holdout"):
+            if not cur[1]:
+                cur[0] = []  # a new check
+            cur[0].append(r)
+            cur[1] = True
+        else:
+            cur[1] = False
+    confirmed, held = {}, {}
+    for wd, (recs, _) in runs.items():
+        if not any(r.candidate == "confirm" and r.config != auto.get(wd) for r in recs):
+            continue
+        for r in recs:
+            if r.candidate == "confirm":
+                confirmed.setdefault(wd + (r.config,), []).append((r.time, r))
+            else:
+                held.setdefault(wd, {}).setdefault(r.config, []).append(r)
+    return confirmed, held
+
+
 class TuningDatabase:
     """The best measured schedules of some records, by workload and device, and by stage and device.
 
@@ -919,17 +959,16 @@ class TuningDatabase:
         self.ignored = len(records) - len(self.records)
         # a configuration measured several times (the tuner's side-by-side check re-measures the best and
         # auto) counts with its median, so that one lucky run does not pick it
-        configs, stages, confirmed, held = {}, {}, {}, {}
+        configs, stages = {}, {}
         for r in self.records:
             configs.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
-            if r.candidate == "confirm":
-                confirmed.setdefault((r.workload, r.device, r.config), []).append((r.time, r))
-            elif r.candidate == "holdout":
-                held.setdefault((r.workload, r.device), {}).setdefault(r.config, []).append(r)
             for name, e in r.stages.items():
                 if e["time"] is not None:
                     sk = (e["key"], r.device, json.dumps(e["schedule"], sort_keys=True))
                     stages.setdefault(sk, []).append((e["time"], r))
+        # the search's first trial is auto's (candidate "auto"): where the check decides, its rule does
+        auto = {(r.workload, r.device): r.config for r in self.records if r.candidate == "auto"}
+        confirmed, held = _last_checks(self.records, auto)
         # where the tuner checked its choice against auto side by side, that check decides
         checked = {(w, d) for w, d, _ in confirmed}
         configs = {k: v for k, v in configs.items() if (k[0], k[1]) not in checked}
@@ -942,8 +981,6 @@ class TuningDatabase:
         medians = {}  # (workload, device) -> {config: (median, its record)}
         for (w, d, c), runs in configs.items():
             medians.setdefault((w, d), {})[c] = _score([r for _, r in runs], paired[(w, d)])
-        # the search's first trial is auto's (candidate "auto"): where the check decides, its rule does
-        auto = {(r.workload, r.device): r.config for r in self.records if r.candidate == "auto"}
         self._best, self._stages = {}, {}
         for wd, meds in medians.items():
             if wd in checked:

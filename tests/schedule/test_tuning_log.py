@@ -83,7 +83,10 @@ def test_workload_key_ignores_names_and_sees_graph_and_inputs():
     X, W, T, R = _graph()
     X2, W2, T2, R2 = _graph(OTHER)
     assert workload_key([R], [X, W]) == workload_key(R2, [X2, W2])
-    assert workload_key([R], [X, W]) != workload_key([R], [W, X])  # the inputs' order
+    # not the inputs' order: the schedule does not depend on it, and a build given wrt + [H] missed the whole
+    # schedule pa.show and `polyad tune FILE.py:FUNC` logged with the inputs in the order the graph reaches them
+    assert workload_key([R], [X, W]) == workload_key([R], [W, X])
+    assert workload_key([R], [X, W, pa.placeholder((3,), name="U")]) == workload_key([R], [pa.placeholder((3,)), W, X])
     assert workload_key([R], [X, W]) != workload_key([T], [X, W])
     assert workload_key([R], [X, W]) != workload_key([R, T], [X, W])
     assert workload_key([R], [X, W]) != workload_key([R], [X, W, T])  # T fed as data: another graph
@@ -451,3 +454,25 @@ def test_tuned_without_a_path_is_a_tuning_log_error(log):
     """``pa.tuned(None)`` raised iterating None."""
     with pytest.raises(pa.TuningLogError, match="a tuning log is a path or a list of paths|no tuning log given"):
         pa.tuned(log)
+
+
+def test_the_latest_check_decides_and_a_check_of_auto_alone_is_none():
+    """A resumed run's check scored its candidates against its own auto runs: pooled with the first run's (auto
+    slower then), it chose c, which neither run had chosen (the first chose b, the second auto).  Ctrl-C in the
+    check's first round left auto's records alone: the log applied auto where ``pa.tune`` reported its search's
+    fastest."""
+    from polyad.schedule import Schedule, StageSchedule
+    from polyad.schedule.tuning import Record, TuningDatabase
+
+    a, b, c = (Schedule("s", stages={"S": StageSchedule(tile=(t,))}) for t in (4, 8, 16))
+
+    def rec(s, t, cand="evolutionary"):
+        return Record.of(s, "w", "dev", candidate=cand, times=[t])
+
+    first = [rec(a, 2.2, "auto"), rec(b, 2.0), rec(b, 2.1, "race")] + [rec(a, 2.2, "confirm")] * 3 \
+        + [rec(b, 2.1, "confirm")] * 3
+    assert TuningDatabase(first).best_schedule("w", "dev")[0].stages == b.stages
+    second = [rec(c, 1.7), rec(c, 1.75, "race")] + [rec(a, 1.8, "confirm")] * 2 + [rec(c, 1.78, "confirm")] * 3
+    assert TuningDatabase(first + second).best_schedule("w", "dev")[0].stages == a.stages  # 1.78 > 0.98 * 1.8
+    interrupted = [rec(a, 2.2, "auto"), rec(b, 1.5), rec(c, 1.9), rec(a, 2.1, "confirm")]
+    assert TuningDatabase(interrupted).best_schedule("w", "dev")[0].stages == b.stages
