@@ -96,6 +96,8 @@ def _load_target(target):
         wrt = [wrt]
     if not isinstance(out, Tensor) or not isinstance(wrt, (list, tuple)) or not all(isinstance(t, Tensor) for t in wrt):
         raise PolyadError(f"{usage}; it returned ({type(out).__name__}, {type(wrt).__name__})")
+    if not wrt:  # the gradient of nothing: an empty graph, which `polyad tune` tuned
+        raise PolyadError(f"{usage}; it returned no tensor to differentiate w.r.t.")
     return out, list(wrt)
 
 

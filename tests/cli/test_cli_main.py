@@ -86,7 +86,9 @@ def test_show_reports_a_bad_target(tmp_path, capsys):
      r"must return \(output tensor, \[input tensors .*; it returned \(list, list\)"),
     ("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return X * 2, None\n",
      r"it returned \(Tensor, NoneType\)"),
-], ids=["syntax", "import-raises", "function-raises", "polyad-error", "list-output", "none-wrt"])
+    ("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return X * 2, []\n",
+     r"it returned no tensor to differentiate w\.r\.t\."),
+], ids=["syntax", "import-raises", "function-raises", "polyad-error", "list-output", "none-wrt", "empty-wrt"])
 def test_show_reports_what_went_wrong_in_the_users_file_without_a_traceback(tmp_path, capsys, text, expected):
     import re
 
