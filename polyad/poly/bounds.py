@@ -25,10 +25,10 @@ from ..errors import IndexingError, OutOfBoundsError
 from ..te import dtype as dt
 from ..te.construct import binary, select
 from ..te.expr import Call, Const, Load, Reduce, Var
-from ..te.graph import map_values
+from ..te.graph import map_values, redirected
 from ..te.tensor import ComputeOp, walk_ops
 from ..te.visit import post_order
-from .convert import NotAffine, ToIsl
+from .convert import NotAffine, ToIsl, box
 
 __all__ = ["check_reads", "guarded_reads"]
 
@@ -58,15 +58,11 @@ def guarded_reads(outputs):
         else:
             continue
 
-        def fn(node, rebuilt, guarded=guarded):
-            if isinstance(node, Load):
-                nt = tmap.get(id(node.tensor))
-                if nt is not None:
-                    rebuilt = Load(nt, rebuilt.indices)
-                if id(node) in guarded:
-                    return _guard(rebuilt, guarded[id(node)])
-                return rebuilt if rebuilt is not node else None
-            return None
+        def fn(node, rebuilt, guarded=guarded, redirect=redirected(tmap)):
+            new = redirect(node, rebuilt)
+            if isinstance(node, Load) and id(node) in guarded:
+                return _guard(rebuilt if new is None else new, guarded[id(node)])
+            return new
 
         new = map_values(op, fn) if guarded or any(id(t) in tmap for t in op.input_tensors) else op
         if new is not op:
@@ -127,15 +123,7 @@ class _Reads:
     def __init__(self, name, vars_, domain, trust_affine, ints=True):
         self.name, self.vars, self.trust_affine, self.ints = name, tuple(vars_), trust_affine, ints
         self.conv = ToIsl(self.vars)
-        if domain is None:
-            domain = self.conv.univ
-            for v in self.vars:
-                a = self.conv.aff(v)
-                domain = domain.intersect(a.ge_set(self.conv.const(v.lo))).intersect(
-                    a.le_set(self.conv.const(v.hi - 1)))
-        else:
-            domain = self.conv.univ.intersect(domain)
-        self.domain = domain
+        self.domain = self.conv.univ.intersect(box(self.vars) if domain is None else domain)
         self.empty = isl.Set.empty(self.conv.space)
         self.out = {}
         self._conds = {}  # id(condition) -> cond(); the conditions are the stage's, alive while it is
@@ -224,7 +212,7 @@ class _Reads:
                 continue
             if self.trust_affine:
                 continue
-            outside = a.lt_set(self.conv.const(0)).union(a.gt_set(self.conv.const(n - 1)))
+            outside = self.conv.outside(a, n)
             sure = under.intersect(outside)
             if not sure.is_empty():
                 raise OutOfBoundsError(_proven(self.name, load, ax, ix, sure, self.vars))
@@ -262,7 +250,7 @@ def _cst(pw, pick):
 
 
 def _proven(name, load, ax, ix, bad, vars_):
-    point = bad.sample_point()
+    point = bad.lexmin().sample_point()  # the first bad point in iteration order, whatever form isl keeps the set in
     at = ", ".join(f"{v.name}={point.get_coordinate_val(isl.dim_type.set, d).to_python()}"
                    for d, v in enumerate(vars_))
     return (f"stage {name!r}: read of tensor {load.tensor.name!r} at axis {ax} index {ix} is outside "

@@ -101,6 +101,10 @@ class ToIsl:
             inb = inb.intersect(a.ge_set(self.const(0))).intersect(a.le_set(self.const(n - 1)))
         return inb
 
+    def outside(self, index, n):
+        """Where the PwAff ``index`` is outside ``[0, n)``: one axis of the complement of :meth:`inside`."""
+        return index.lt_set(self.const(0)).union(index.gt_set(self.const(n - 1)))
+
     def _aff(self, e):
         if isinstance(e, Const):
             if not dt.is_int(e.dtype):

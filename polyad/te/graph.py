@@ -18,7 +18,7 @@ from .memo import graph_memo
 from .tensor import PlaceholderOp, as_tensor_list, placeholder, walk_ops
 from .visit import transform
 
-__all__ = ["cut", "map_values", "rebuild", "residuals"]
+__all__ = ["cut", "map_values", "rebuild", "redirected", "residuals"]
 
 
 def map_values(op, fn, name=None):
@@ -44,8 +44,8 @@ def map_values(op, fn, name=None):
     raise PolyadError(f"stage {op.name!r}: cannot rebuild a {type(op).__name__}")
 
 
-def rebuild(op, tmap):
-    """``op`` with its reads of ``tmap``'s tensors (id(old) -> new tensor) redirected."""
+def redirected(tmap):
+    """A ``visit.transform`` function that redirects reads of ``tmap``'s tensors (id(old) -> new tensor)."""
 
     def fn(node, rebuilt):
         if isinstance(node, Load):
@@ -54,7 +54,12 @@ def rebuild(op, tmap):
                 return Load(nt, rebuilt.indices)
         return None
 
-    return map_values(op, fn)
+    return fn
+
+
+def rebuild(op, tmap):
+    """``op`` with its reads of ``tmap``'s tensors (id(old) -> new tensor) redirected."""
+    return map_values(op, redirected(tmap))
 
 
 def cut(outputs, tensors):
