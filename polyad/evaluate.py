@@ -22,46 +22,11 @@ import numpy as np
 from .errors import EvaluationError, OutOfBoundsError, PolyadError
 from .te import dtype as dt
 from .te.expr import Call, Const, Load, Reduce, Var
+from .te.semantics import NUMPY_OPS
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_list, walk_ops
 
 #: Elements of the largest array one block of a stage may broadcast to.
 BLOCK_ELEMENTS = 1 << 23
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def _floordiv(a, b):
-    if np.issubdtype(np.result_type(a, b), np.integer):
-        return np.floor_divide(a, b)
-    return np.floor(a / b)
-
-
-def _floormod(a, b):
-    if np.issubdtype(np.result_type(a, b), np.integer):
-        return np.mod(a, b)
-    return a - np.floor(a / b) * b
-
-
-def _sigmoid(x):
-    return np.exp(-np.logaddexp(np.zeros((), x.dtype), -x))
-
-
-#: op name -> numpy implementation (the same names as te.expr.OPS)
-NUMPY_OPS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": _floordiv, "floormod": _floormod, "min": np.minimum, "max": np.maximum,
-    "pow": np.power,
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
-    "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
-    "shl": np.left_shift, "shr": np.right_shift,
-    "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
-    "sin": np.sin, "cos": np.cos, "erf": lambda x: np.asarray(_erf(x), dtype=np.asarray(x).dtype),
-    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
-    "neg": np.negative, "abs": np.abs, "sign": np.sign,
-}
-
 
 #: CommReducer.kind() -> (numpy reduction, the name of the combining op in NUMPY_OPS)
 REDUCTIONS = {"sum": (np.sum, "add"), "prod": (np.prod, "mul"), "max": (np.max, "max"), "min": (np.min, "min")}

@@ -11,6 +11,7 @@ from ..errors import AxisError, DtypeError, PolyadError
 from . import dtype as dt
 from .construct import as_expr, binary, select
 from .expr import CommReducer, Const, IterVar, Reduce, Var
+from .semantics import values
 
 
 def reduce_axis(dom, name="k"):
@@ -74,11 +75,70 @@ def _contains_reduce(e):
     return any(isinstance(n, Reduce) for n in post_order(e))
 
 
+#: the values a combiner's laws are tried at, by kind of dtype (small: exp and products stay finite)
+_SAMPLES = {"float": (-2.5, -1.0, -0.25, 0.0, 0.5, 1.5, 3.0), "int": (-3, -1, 0, 1, 2, 7), "bool": (False, True)}
+_TRIES = 256
+
+
+def _check_laws(red):
+    """Raise where a combiner is not associative, or its identity is not neutral on both sides, at sample points.
+
+    A build combines a reduction's points in the order its schedule chooses (blocks of rfactor partials, tiles),
+    ``pa.evaluate`` pairwise; they agree because ``combine(combine(a, b), c) == combine(a, combine(b, c))`` and
+    ``combine(e, a) == a == combine(a, e)``. Commutativity is not asked: custom reducers keep iteration order
+    (rfactor blocks them, never interleaves), so TVM's argmax, which keeps the left operand on ties, is lawful.
+    A combiner that reads a tensor is not tried.
+    """
+    if red.kind() is not None:
+        return
+    rng = np.random.default_rng(0)
+    kinds = ["bool" if dt.is_bool(d) else "float" if dt.is_float(d) else "int" for d in red.dtypes]
+
+    def draw():
+        return tuple(np.asarray(rng.choice(_SAMPLES[k], _TRIES)).astype(d) for k, d in zip(kinds, red.dtypes))
+
+    def combine(x, y):
+        env = {id(v): a for v, a in zip(red.lhs, x)}
+        env.update((id(v), b) for v, b in zip(red.rhs, y))
+        return values(red.result, env)
+
+    a, b, c = draw(), draw(), draw()
+    with np.errstate(all="ignore"):
+        ab = combine(a, b)
+        if ab is None:
+            return
+        left, right = combine(ab, c), combine(a, combine(b, c))
+        ident = tuple(np.broadcast_to(v, (_TRIES,)) for v in values(red.identity, {}) or ())
+        laws = [("fcombine is not associative", "combine(combine(a, b), c)", left, "combine(a, combine(b, c))", right,
+                 dict(a=a, b=b, c=c))]
+        if ident:
+            laws += [("fidentity is not neutral", "combine(identity, a)", combine(ident, a), "a", a,
+                      dict(a=a)),
+                     ("fidentity is not neutral", "combine(a, identity)", combine(a, ident), "a", a,
+                      dict(a=a))]
+    for what, lname, lv, rname, rv, args in laws:
+        bad = np.zeros(_TRIES, bool)
+        for x, y in zip(lv, rv):
+            bad |= ~(np.isclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True) if x.dtype.kind == "f" else x == y)
+        if bad.any():
+            j = int(np.argmax(bad))
+            where = ", ".join(f"{k} = {_point(v, j)}" for k, v in args.items())
+            raise PolyadError(
+                f"reducer {red.name}: {what}: {lname} = {_point(lv, j)} but {rname} = {_point(rv, j)} "
+                f"at {where}; a reduction's points are combined in the order its schedule chooses, so a "
+                f"comm_reducer must be associative with a neutral identity, as in TVM")
+
+
+def _point(vals, j):
+    items = [v[j].item() for v in vals]
+    return items[0] if len(items) == 1 else tuple(items)
+
+
 class ReducerFactory:
     """The object ``pa.comm_reducer`` returns: instantiated per source dtype(s), like TVM's."""
 
-    def __init__(self, fcombine, fidentity, name=None):
-        self.fcombine, self.fidentity = fcombine, fidentity
+    def __init__(self, fcombine, fidentity, name=None, check_laws=True):
+        self.fcombine, self.fidentity, self.check_laws = fcombine, fidentity, check_laws
         self.name = name or getattr(fcombine, "__name__", "reduce")
         self._cache = {}
 
@@ -105,6 +165,8 @@ class ReducerFactory:
             if r.dtype != d or i.dtype != d:
                 raise DtypeError(f"reducer {self.name}: combine/identity dtype {r.dtype}/{i.dtype}, expected {d}")
         red = CommReducer(lhs, rhs, result, identity, self.name)
+        if self.check_laws:
+            _check_laws(red)
         self._cache[dtypes] = red
         return red
 

@@ -107,6 +107,31 @@ def test_argmax_tuple_reduction():
     np.testing.assert_array_equal(mod(x)[0], np.argmax(x, axis=1))
 
 
+def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
+    # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
+    # points in iteration order, as pa.evaluate does
+    from polyad.schedule import Schedule
+
+    affine = pa.comm_reducer(lambda f, g: (f[0] * g[0], g[0] * f[1] + g[1]),
+                             lambda ta, tb: (pa.const(1, ta), pa.const(0, tb)), name="affine")
+    A = pa.placeholder((5, 67), "int64", name="A")
+    B = pa.placeholder((5, 67), "int64", name="B")
+    k = pa.reduce_axis((0, 67), "k")
+    ra, rb = pa.compute((5,), lambda i: affine((A[i, k], B[i, k]), axis=k), name="R")
+    rng = np.random.default_rng(3)
+    a = rng.choice([-1, 1], size=(5, 67)).astype("int64")
+    b = rng.integers(-3, 4, size=(5, 67)).astype("int64")
+    want = pa.evaluate([ra, rb], {A: a, B: b})
+    fb = np.zeros(5, "int64")
+    for j in range(67):
+        fb = a[:, j] * fb + b[:, j]
+    np.testing.assert_array_equal(want[1], fb)
+    for schedule in ("auto", Schedule("rows", rfactor={"R": 8})):
+        got = pa.build([ra, rb], [A, B], schedule=schedule)(a, b)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)
+
+
 def test_polyops_nonrectangular_zero_fill_and_accumulate():
     cases = [triangular_cumsum(7), band_fill_accumulate(5, 7), strided_conv_dx()]
     outs = [c[0] for c in cases]

@@ -163,8 +163,45 @@ def test_comm_reducer_kinds_are_recognised_structurally():
     mysum = pa.comm_reducer(lambda a, b: a + b, lambda t: pa.const(0, t), name="mysum")
     r = mysum(X[0, k], axis=k)
     assert r.combiner.kind() == "sum" and r.combiner.name == "mysum"
-    weird = pa.comm_reducer(lambda a, b: a * b + a, lambda t: pa.const(1, t), name="weird")
-    assert weird(X[0, k], axis=k).combiner.kind() is None
+    # (1 + a)(1 + b) - 1: associative, identity 0, but not one of the four standard forms
+    other = pa.comm_reducer(lambda a, b: a + b + a * b, lambda t: pa.const(0, t), name="other")
+    assert other(X[0, k], axis=k).combiner.kind() is None
+
+
+@pytest.mark.parametrize("fcombine, identity, law", [
+    (lambda a, b: a * 0.5 + b, 0.0, r"fcombine is not associative: combine\(combine\(a, b\), c\) = "),  # a running mean
+    (lambda a, b: a * b + a, 1.0, "fcombine is not associative"),
+    (lambda a, b: a + b, 1.0, None),  # a standard kind: the identity is the fold's start, as pa.evaluate does
+    (lambda a, b: a + b + a * b, 1.0, r"fidentity is not neutral: combine\(identity, a\) = "),
+    (lambda a, b: b, 0.0, r"fidentity is not neutral: combine\(a, identity\) = 0.0 but a = "),
+])
+def test_a_comm_reducer_must_be_associative_with_a_neutral_identity(fcombine, identity, law):
+    # pa.evaluate combines pairwise and a build in its schedule's order: without the laws they disagree
+    X = pa.placeholder((3, 4), name="X")
+    k = pa.reduce_axis((0, 4), "k")
+    red = pa.comm_reducer(fcombine, lambda t: pa.const(identity, t), name="mine")
+    if law is None:
+        red(X[0, k], axis=k)
+        return
+    with pytest.raises(pa.PolyadError, match=r"reducer mine: " + law):
+        red(X[0, k], axis=k)
+
+
+def test_lawful_comm_reducers_need_not_commute():
+    # TVM's argmax keeps the left operand on ties and composition of affine maps is ordered: both keep
+    # iteration order in every schedule, so both are accepted (the build's order is tested in test_runtime_build)
+    X = pa.placeholder((3, 4), name="X")
+    k = pa.reduce_axis((0, 4), "k")
+
+    def tvm_argmax(x, y):
+        keep = x[1] >= y[1]
+        return pa.select(keep, x[0], y[0]), pa.select(keep, x[1], y[1])
+
+    amax = pa.comm_reducer(tvm_argmax, lambda ti, tv: (pa.const(-1, ti), pa.const(-np.inf, tv)), name="amax")
+    affine = pa.comm_reducer(lambda f, g: (f[0] * g[0], g[0] * f[1] + g[1]),
+                             lambda ta, tb: (pa.const(1, ta), pa.const(0, tb)), name="affine")
+    amax((k, X[0, k]), axis=k)
+    affine((X[0, k], X[1, k]), axis=k)
 
 
 def test_substitute_refolds():

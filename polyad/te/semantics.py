@@ -1,0 +1,78 @@
+"""The numpy meaning of each operator of :data:`~polyad.te.expr.OPS`.
+
+``pa.evaluate`` computes with this table, and so does :func:`values`, which evaluates an expression of
+variables and constants alone (a reducer's combiner on sample points: ``te.reduce`` checks its laws with it).
+Integer ``//`` and ``%`` floor, as Python and isl do.
+"""
+
+import math
+
+import numpy as np
+
+from .expr import Call, Const, Var
+
+
+def _floordiv(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.floor_divide(a, b)
+    return np.floor(a / b)
+
+
+def _floormod(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return np.mod(a, b)
+    return a - np.floor(a / b) * b
+
+
+def _sigmoid(x):
+    return np.exp(-np.logaddexp(np.zeros((), x.dtype), -x))
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+#: op name -> numpy implementation (the same names as te.expr.OPS; select and cast are the evaluators' own)
+NUMPY_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": _floordiv, "floormod": _floormod, "min": np.minimum, "max": np.maximum,
+    "pow": np.power,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,
+    "shl": np.left_shift, "shr": np.right_shift,
+    "exp": np.exp, "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
+    "sin": np.sin, "cos": np.cos, "erf": lambda x: np.asarray(_erf(x), dtype=np.asarray(x).dtype),
+    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
+    "neg": np.negative, "abs": np.abs, "sign": np.sign,
+}
+
+
+def values(exprs, env):
+    """The values of ``exprs`` (expressions of variables, constants and operators: no loads, no reductions).
+
+    :param exprs: a tuple of expressions.
+    :param env: ``id(var)`` -> an array (all broadcastable together).
+    :returns: a tuple of arrays, or None when an expression holds something else (a load, a reduction, a variable
+        without a value).
+    """
+    from .visit import post_order
+
+    memo = {}
+    for e in post_order(tuple(exprs)):
+        if isinstance(e, Const):
+            v = np.asarray(e.value, dtype=e.dtype)
+        elif isinstance(e, Var) and id(e) in env:
+            v = env[id(e)]
+        elif isinstance(e, Call):
+            args = [memo[id(a)] for a in e.args]
+            if e.op == "select":
+                v = np.where(*args)
+            elif e.op == "cast":
+                v = np.asarray(args[0]).astype(e.dtype)
+            else:
+                v = NUMPY_OPS[e.op](*args)
+            v = np.asarray(v).astype(e.dtype, copy=False)
+        else:
+            return None
+        memo[id(e)] = v
+    return tuple(memo[id(e)] for e in exprs)
