@@ -180,6 +180,8 @@ def evaluate(outputs, feed):
     ops = walk_ops(outs, fed)
     placeholders = [op.output(0) for op in ops if isinstance(op, PlaceholderOp)]
     values = _check_feed(placeholders + fed, by_id)
+    # a fed input the outputs do not read is checked too: a wrong shape there is a mistake all the same
+    _check_feed([t for t in feed if isinstance(t.op, PlaceholderOp) and id(t) not in values], by_id)
     fed_ids = {id(t) for t in fed}
     with np.errstate(all="ignore"):
         for op in ops:

@@ -158,7 +158,11 @@ def differentiate(output, inputs=None, head=None, *, fdiff=None, override=None, 
             grads = fn(t, list(ins), adj)
             if isinstance(grads, Tensor):
                 grads = [grads]
-            grads = list(grads)
+            try:
+                grads = list(grads)
+            except TypeError:
+                raise PolyadError(f"override of {t.name!r} returned {grads!r}: expected a list of adjoint "
+                                  f"tensors, one per input (None for none)") from None
             if len(grads) != len(ins):
                 raise PolyadError(
                     f"override of {t.name!r} returned {len(grads)} adjoints for {len(ins)} inputs"

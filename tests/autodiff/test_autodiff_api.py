@@ -373,6 +373,8 @@ def test_override_returning_none_gives_no_contribution():
     res = pa.differentiate(B, [X], override={B: ([A, X], lambda out, ins, head: [None, head])})
     assert A not in res.adjoints
     np.testing.assert_array_equal(pa.evaluate(res[0], {X: np.ones(3)}), np.eye(3))
+    with pytest.raises(pa.PolyadError, match=r"override of 'B' returned 0.0: expected a list of adjoint tensors"):
+        pa.differentiate(B, [X], override={B: ([A, X], lambda out, ins, head: 0.0)})
 
 
 def test_optimize_applies_the_simplifier_it_is_given():

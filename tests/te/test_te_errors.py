@@ -109,6 +109,9 @@ def test_evaluate_feed_errors(X):
         pa.evaluate(Y, {"X": np.zeros((4, 5), "float32")})
     with pytest.raises(pa.EvaluationError, match="the feed must be a dict"):
         pa.evaluate(Y, [(X, np.zeros((4, 5), "float32"))])
+    Z = pa.placeholder((3,), name="Z")  # fed, not read: checked all the same
+    with pytest.raises(pa.EvaluationError, match=r"'Z' has shape \(3,\), but the fed array has shape \(4,\)"):
+        pa.evaluate(Y, {X: np.zeros((4, 5), "float32"), Z: np.zeros(4, "float32")})
 
 
 def test_evaluate_out_of_memory_in_a_stage_names_the_stage(monkeypatch):
