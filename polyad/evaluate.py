@@ -22,7 +22,7 @@ import numpy as np
 from .errors import EvaluationError, OutOfBoundsError, PolyadError
 from .te import dtype as dt
 from .te.expr import Call, Const, Load, Reduce, Var
-from .te.semantics import NUMPY_OPS
+from .te.semantics import NUMPY_OPS, cast
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_list, walk_ops
 
 #: Elements of the largest array one block of a stage may broadcast to.
@@ -87,7 +87,7 @@ class Block:
                 b = self.ev(args[2], _and(mask, np.logical_not(c)))
                 return np.where(c, a, b)
             if op == "cast":
-                return np.asarray(self.ev(args[0], mask)).astype(e.dtype)
+                return cast(self.ev(args[0], mask), e.dtype)
             if op in ("and", "or"):
                 a = self.ev(args[0], mask)
                 guard = a if op == "and" else np.logical_not(a)

@@ -376,10 +376,28 @@ class ExprPrinter:
             src = args[0].dtype
             if e.dtype == "bool":
                 return f"({a[0]} != {ctx.lit(0, src)})"
-            if src == "bool" or ct != at:
-                return f"(({ct}){a[0]})"
-            return a[0]
+            return convert(ctx, src, e.dtype, a[0])
         raise ValueError(f"no OpenCL form for the operator {op!r}")
+
+
+def convert(ctx, src, dtype, x, width=None):
+    """C text of the cast of ``x`` (of dtype ``src``, in its C type) to ``dtype``'s C type, ``width`` lanes.
+
+    A float saturates to an integer's range and NaN gives 0 (``convert_int_sat_rtz``: C leaves both undefined,
+    and ``pa.evaluate`` does the same, ``te.semantics.cast``); an integer narrowed to int32 wraps also where
+    int32 is computed as ``long`` (64-bit indices).
+    """
+    ct, at, store = ctx.ctype(dtype), ctx.ctype(src), STORAGE.get(dtype)
+    w = width or ""
+    if dt.is_float(src) and dt.is_int(dtype):
+        x = f"convert_{store}{w}_sat_rtz({_strip(x)})"
+        at = store
+    elif dtype == "int32" and ct != store and dt.is_int(src) and src != "int32":
+        x = f"convert_{store}{w}({_strip(x)})" if width else f"(({store}){x})"
+        at = store
+    if ct == at and src != "bool":
+        return x
+    return f"convert_{ct}{w}({_strip(x)})" if width else f"(({ct}){x})"
 
 
 class _Speculate(Exception):
@@ -517,9 +535,7 @@ class VectorPrinter(ExprPrinter):
             return _from_storage(self.ctx, f"vload{self.width}(0, {self.tensor_names[id(t)]} + {flat})", t.dtype, self.width)
         if isinstance(f, vz.Convert):
             nd = f.call
-            ct, at = self.ctx.ctype(nd.dtype), self.ctx.ctype(nd.args[0].dtype)
-            x = text[id(nd.args[0])]
-            return x if ct == at else f"convert_{ct}{self.width}({_strip(x)})"
+            return convert(self.ctx, nd.args[0].dtype, nd.dtype, text[id(nd.args[0])], self.width)
         if isinstance(f, vz.VecOp):
             return self._node(f.call, [text[id(ch)] for ch in f.call.children()])
         lanes = ", ".join(_strip(self._lane(f.expr, k)) for k in range(self.width))

@@ -633,7 +633,7 @@ def clip(x, a_min=None, a_max=None):
 
 
 def cast(x, dtype):
-    """``x.astype(dtype)``: float -> int truncates toward zero, number -> bool is ``x != 0``.
+    """``x.astype(dtype)``: float -> int truncates toward zero (saturating, NaN -> 0), number -> bool is ``x != 0``.
 
     :param x: the tensor (or scalar) to convert.
     :param dtype: the target dtype (``"float32"``, ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a numpy

@@ -310,6 +310,9 @@ def select(cond, true_value, false_value):
 def cast(x, dtype):
     """``pa.cast(x, dtype)``: convert (float -> int truncates toward zero, as C and numpy).
 
+    A float outside the integer's range saturates and NaN gives 0 (OpenCL's ``convert_int_sat_rtz``; C leaves
+    both undefined and numpy's result depends on the platform); an integer narrows by wrapping, as numpy's.
+
     :param x: a scalar expression or a Python/numpy scalar.
     :param dtype: the target dtype (``"float32"``, ``"float64"``, ``"int32"``, ``"int64"``, ``"bool"``, or a numpy
         dtype).

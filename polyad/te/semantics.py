@@ -28,6 +28,21 @@ def _sigmoid(x):
     return np.exp(-np.logaddexp(np.zeros((), x.dtype), -x))
 
 
+def cast(x, dtype):
+    """``x`` as ``dtype``: a float truncates toward zero into an integer, saturating to its range, and NaN gives 0
+    (OpenCL's ``convert_int_sat_rtz``, what compiled code does; numpy's own is platform-defined there); other
+    casts as numpy's ``astype`` (integers narrow by wrapping)."""
+    x = np.asarray(x)
+    target = np.dtype(dtype)
+    if x.dtype.kind != "f" or target.kind not in "iu":
+        return x.astype(target)
+    info = np.iinfo(target)
+    lo, hi = x.dtype.type(info.min), x.dtype.type(info.max)  # hi may round up out of the range: 2**31 in float32
+    inside = (x >= lo) & (x < hi)
+    r = np.where(inside, x, 0).astype(target)
+    return np.where(x >= hi, info.max, np.where(x < lo, info.min, r)).astype(target, copy=False)
+
+
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 #: op name -> numpy implementation (the same names as te.expr.OPS; select and cast are the evaluators' own)
@@ -68,7 +83,7 @@ def values(exprs, env):
             if e.op == "select":
                 v = np.where(*args)
             elif e.op == "cast":
-                v = np.asarray(args[0]).astype(e.dtype)
+                v = cast(args[0], e.dtype)
             else:
                 v = NUMPY_OPS[e.op](*args)
             v = np.asarray(v).astype(e.dtype, copy=False)

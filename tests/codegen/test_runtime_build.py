@@ -107,6 +107,34 @@ def test_argmax_tuple_reduction():
     np.testing.assert_array_equal(mod(x)[0], np.argmax(x, axis=1))
 
 
+def test_casts_out_of_range_saturate_and_narrowing_wraps_in_scalar_and_vector_code():
+    # C leaves a float out of an integer's range (and NaN) undefined; numpy's result is platform-defined. polyad's
+    # rule (OpenCL's convert_int_sat_rtz) holds in pa.evaluate and in compiled code alike, and int64 -> int32
+    # wraps also where int32 is computed as long (pa.build's 64-bit indices on CPUs)
+    from polyad.schedule import Schedule, StageSchedule
+
+    Y = pa.placeholder((4, 16), name="Y")
+    Y64 = pa.placeholder((4, 16), "float64", name="Y64")
+    L = pa.placeholder((4, 16), "int64", name="L")
+    outs = [pa.compute((4, 16), lambda i, j: pa.cast(Y[i, j], "int32") + pa.cast(L[i, j], "int32"), name="A"),
+            pa.compute((4, 16), lambda i, j: pa.cast(Y64[i, j], "int32") - pa.cast(Y[i, j], "int64"), name="B")]
+    y = np.array([np.nan, 3e9, -3e9, 2.7, -2.7, np.inf, -np.inf, 2147483520.0, -2147483648.0, 1e19, -1e19, -0.5,
+                  0.0, 1e9, -1e9, 5.5] * 4, "float32").reshape(4, 16)
+    l = np.random.default_rng(4).integers(-2**40, 2**40, (4, 16))
+    a, b = pa.evaluate(outs, {Y: y, Y64: y.astype("float64"), L: l})
+    sat = np.array([0, 2**31 - 1, -2**31, 2, -2, 2**31 - 1, -2**31, 2147483520, -2**31, 2**31 - 1, -2**31, 0,
+                    0, 10**9, -10**9, 5] * 4).reshape(4, 16)
+    np.testing.assert_array_equal(a, (sat + l.astype("int32")).astype("int32"))  # int32 addition wraps too
+    assert a.dtype == np.int32 and b.dtype == np.int64
+    vec = Schedule("rows", stages={n: StageSchedule(tile=(1, 16), vectorize=8) for n in "AB"})
+    for schedule in ("naive", vec):
+        mod = pa.build(outs, [Y, Y64, L], schedule=schedule)
+        assert "_sat_rtz" in mod.source
+        got = mod(y, y.astype("float64"), l)
+        np.testing.assert_array_equal(got[0], a)
+        np.testing.assert_array_equal(got[1], b)
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
