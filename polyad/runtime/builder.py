@@ -267,6 +267,9 @@ class LineProcess:
             raise
         except OSError:  # BrokenPipeError: it died before it read the request, or at its start
             line = b""
+        except BaseException:  # Ctrl-C: its answer would come to the next request, another program's binary
+            self.close()
+            raise
         return (json.loads(line) if line else None), start
 
     def died(self, start):

@@ -188,6 +188,29 @@ def test_a_worker_killed_between_jobs_is_replaced_silently(device):
         w.close()
 
 
+def test_ctrl_c_while_a_worker_compiles_closes_it(device, monkeypatch):
+    # the interrupted job's answer would otherwise be read as the next job's: another program's binary, which
+    # the kernel cache then kept under the next program's key
+    w = builder.Worker()
+    real = builder._readline
+
+    def interrupted(proc, timeout):
+        monkeypatch.setattr(builder, "_readline", real)
+        raise KeyboardInterrupt
+
+    try:
+        assert w.compile(_job(device))
+        monkeypatch.setattr(builder, "_readline", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            w.compile(_job(device, TRAP.replace("boom", "first"), launches=[("first", [(16, "float32")], (4,), None)]))
+        assert w.proc is None
+        second = "__kernel void second(__global float *a) { a[get_global_id(0)] = 5.0f; }"
+        binary = w.compile(_job(device, second, launches=[("second", [(16, "float32")], (4,), None)]))
+        assert b"second" in binary and b"first" not in binary
+    finally:
+        w.close()
+
+
 def test_a_worker_that_does_not_answer_in_time_is_a_compiler_crash(device):
     w = builder.Worker()
     try:
