@@ -1,6 +1,7 @@
 """The compiled Module: numpy in, numpy out; or device buffers without host copies."""
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -69,6 +70,9 @@ class Module:
             self._launches.append((kernel, k, gsize, lsize))
         self._intermediates = None
         self._bound_to = None  # the buffers' handles the kernels' arguments were last set to
+        # one run at a time: the kernels' arguments and the intermediate buffers are the module's (threads
+        # sharing a module read each other's arguments, and PoCL aborted)
+        self._running = threading.RLock()
         self._after = self._sinks = None  # per kernel, the earlier kernels it waits for; those none waits for
 
     @property
@@ -193,11 +197,12 @@ class Module:
         """
         import pyopencl as cl
 
-        self._set_arguments(buffers)
-        try:  # free unless raised (not a context manager: a run of lenet_step's backward is 1.2 ms)
-            return self._enqueue(cl, buffers, wait)
-        except cl.Error as e:
-            raise self._device_error("running its kernels", e) from e
+        with self._running:
+            self._set_arguments(buffers)
+            try:  # free unless raised (not a context manager: a run of lenet_step's backward is 1.2 ms)
+                return self._enqueue(cl, buffers, wait)
+            except cl.Error as e:
+                raise self._device_error("running its kernels", e) from e
 
     def _enqueue(self, cl, buffers, wait):
         event = None
@@ -234,16 +239,17 @@ class Module:
         _check_count("repeat", repeat, 1)
         _check_count("warmup", warmup, 0)
         bufs = list(buffers)
-        for _ in range(warmup):
-            self.run(*bufs)
-        self._set_arguments(bufs)
         samples = {k.name: [] for _, k, _, _ in self._launches}
-        for _ in range(repeat):
-            for kernel, k, gsize, lsize in self._launches:
-                t0 = time.perf_counter()
-                cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
-                self.queue.finish()
-                samples[k.name].append(time.perf_counter() - t0)
+        with self._running:
+            for _ in range(warmup):
+                self.run(*bufs)
+            self._set_arguments(bufs)
+            for _ in range(repeat):
+                for kernel, k, gsize, lsize in self._launches:
+                    t0 = time.perf_counter()
+                    cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize)
+                    self.queue.finish()
+                    samples[k.name].append(time.perf_counter() - t0)
         return {name: float(np.median(v)) for name, v in samples.items()}
 
     def _device_error(self, doing, e):

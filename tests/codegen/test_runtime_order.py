@@ -132,3 +132,35 @@ def test_no_out_of_order_queue_where_the_device_has_none_or_polyad_in_order(monk
     assert _unordered_queue(cl, None, in_order_only) is None
     monkeypatch.setenv("POLYAD_IN_ORDER", "1")
     assert _unordered_queue(cl, None, SimpleNamespace(queue_properties=flag)) is None
+
+
+def test_threads_sharing_a_module_get_their_own_results(opencl):
+    # a run binds the kernels' arguments and uses the module's intermediate buffers: without a lock, threads
+    # calling one module read each other's arguments (a third of the results wrong) and PoCL aborted
+    import sys
+    import threading
+
+    X = pa.placeholder((4, 16), name="X")
+    mod = pa.build(pa.nn.softmax(X), [X], schedule="naive")
+    assert len(mod.program.kernels) > 1
+    wrong = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(150):
+            x = rng.standard_normal((4, 16)).astype("float32") * (seed + 1)
+            e = np.exp(x - x.max(1, keepdims=True))
+            if not np.allclose(mod(x), e / e.sum(1, keepdims=True), rtol=1e-4, atol=1e-6):
+                wrong.append(seed)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a loaded machine does
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong
