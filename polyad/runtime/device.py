@@ -11,11 +11,38 @@ INSTALL_HINT = (
 )
 
 
+_opened = False  # whether this process has listed the OpenCL devices (the driver started its threads then)
+_forked_from = None  # the parent's pid, in a child forked after that
+
+
+def _after_fork():
+    global _forked_from
+    if _opened:
+        _forked_from = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def check_process():
+    """DeviceError in a child forked after its parent opened OpenCL: the driver's state is copied without its
+    threads, and every call that waits (a build, a run) hung there."""
+    if _forked_from is not None:
+        raise DeviceError(
+            f"OpenCL was opened in process {_forked_from} before it forked this one, and a driver's state does "
+            f"not survive a fork (its calls hang here): start child processes with multiprocessing's 'spawn' "
+            f"or 'forkserver' (multiprocessing.get_context('spawn')), or open OpenCL only in the children")
+
+
 def _cl():
+    global _opened
+    check_process()
     try:
         import pyopencl as cl
     except ImportError as e:  # pragma: no cover - pyopencl is a dependency
         raise DeviceError(f"pyopencl cannot be imported ({e}); {INSTALL_HINT}") from None
+    _opened = True
     return cl
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import ArityError, BuildError, DeviceError, DeviceLimitError, DtypeError, PolyadError, ShapeError
 from ..te.tensor import array_for
 from .cache import get_program
-from .device import device_state, is_gpu, supports_fp64
+from .device import check_process, device_state, is_gpu, supports_fp64
 
 BUILD_OPTIONS = ()
 
@@ -117,6 +117,7 @@ class Module:
     def _to_device(self, arrays):
         import pyopencl as cl
 
+        check_process()
         mf = cl.mem_flags
         bufs = [cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for a in arrays]
         return bufs + self.output_buffers(bufs)
@@ -152,6 +153,7 @@ class Module:
         """A numpy array of tensor ``t`` from device buffer ``b`` (checked to be large enough)."""
         import pyopencl as cl
 
+        check_process()
         a = np.empty(t.shape, dtype=t.dtype)
         buf = _buffer(b, t)
         try:
@@ -197,6 +199,7 @@ class Module:
         """
         import pyopencl as cl
 
+        check_process()
         with self._running:
             self._set_arguments(buffers)
             try:  # free unless raised (not a context manager: a run of lenet_step's backward is 1.2 ms)
@@ -238,6 +241,7 @@ class Module:
 
         _check_count("repeat", repeat, 1)
         _check_count("warmup", warmup, 0)
+        check_process()
         bufs = list(buffers)
         samples = {k.name: [] for _, k, _, _ in self._launches}
         with self._running:

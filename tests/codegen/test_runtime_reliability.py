@@ -223,3 +223,31 @@ def test_a_long_stage_name_makes_a_short_kernel_name_and_builds():
     y, z = m(x)
     np.testing.assert_array_equal(y, 2 * x)
     np.testing.assert_array_equal(z, 2 * x + 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+@pytest.mark.parametrize("what", ["call", "build"])
+def test_opencl_in_a_child_forked_after_the_parent_opened_it_is_a_device_error_not_a_hang(what):
+    # the driver's state is copied without its threads: a run, a read back or a build waited forever there
+    import signal
+
+    X = pa.placeholder((8,), name="X")
+    mod = pa.build(pa.compute((8,), lambda i: X[i] * 2.0, name="Y"), [X])
+    x = np.arange(8, dtype="float32")
+    pid = os.fork()
+    if pid == 0:  # the child: its exit status says what happened
+        code = 5
+        try:
+            signal.alarm(30)  # a hang dies of SIGALRM
+            if what == "call":
+                mod(x)
+            else:
+                pa.build(pa.compute((8,), lambda i: X[i] * 3.0, name="Z"), [X])
+        except pa.DeviceError as e:
+            code = 3 if "does not survive a fork" in str(e) else 4
+        except BaseException:  # noqa: BLE001 - reported through the status
+            code = 6
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 3
+    np.testing.assert_array_equal(mod(x), 2 * x)  # the parent goes on
