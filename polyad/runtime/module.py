@@ -435,7 +435,8 @@ def _handle(b):
     try:
         base = getattr(b, "base_data", b)
         return type(b), getattr(base, "int_ptr", None), getattr(base, "size", None), getattr(b, "offset", 0)
-    except Exception:  # a released buffer: no key, so _bind checks it and says what is wrong
+    except Exception:  # not a buffer: no key, so _bind checks it and says what is wrong (a buffer released with
+        # .release() cannot be told from a live one: pyopencl's own .size of it segfaults)
         return object()
 
 

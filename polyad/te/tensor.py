@@ -429,7 +429,8 @@ def array_for(t, a, what, shape_error, dtype_error):
     """``a`` as the array of tensor ``t``, in native byte order: the one place where arrays given by a
     user (``pa.evaluate``'s feed, a Module's arguments) are normalised or rejected.
 
-    Lists and scalars take ``t``'s dtype; a non-native byte order (``">f4"``) is swapped, since
+    Lists and scalars take ``t``'s dtype where their numbers fit it (ints and bools into a float tensor too; floats
+    into an integer one not: that would truncate); a non-native byte order (``">f4"``) is swapped, since
     kernels read the bytes as they lie; ``shape_error`` or ``dtype_error`` (an exception class)
     names the tensor when the shape or dtype differs, or a list is ragged.  ``what`` names the
     array in the message ("the fed array").
@@ -440,8 +441,8 @@ def array_for(t, a, what, shape_error, dtype_error):
         except (ValueError, TypeError) as e:  # ragged nesting: numpy's "inhomogeneous shape"
             raise shape_error(f"input tensor {t.name!r} has shape {t.shape}, but {what} is not a rectangular "
                               f"array ({str(e).splitlines()[0]})") from None
-        if a.dtype.kind == "f" and dt.is_float(t.dtype) or a.dtype.kind in "iu" and dt.is_int(t.dtype):
-            a = a.astype(t.dtype)
+        if a.dtype.kind in ("fiub" if dt.is_float(t.dtype) else "iub" if dt.is_int(t.dtype) else "b"):
+            a = _converted(t, a, what, dtype_error)
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     if a.shape != t.shape:
@@ -452,6 +453,23 @@ def array_for(t, a, what, shape_error, dtype_error):
             f"(convert it with .astype({t.dtype!r}))"
         )
     return a
+
+
+def _converted(t, a, what, dtype_error):
+    """Python numbers (a list's array) as ``t``'s dtype, refused where a value does not fit it: numpy's
+    ``astype`` wraps ``2**40`` to 0 in int32 and makes ``1e300`` inf in float32."""
+    with np.errstate(all="ignore"):
+        b = a.astype(t.dtype)
+    if a.dtype.kind == "f":
+        lost = np.isinf(b) & np.isfinite(a)
+    elif a.dtype.kind in "iu":
+        lost = b.astype(a.dtype) != a if dt.is_int(t.dtype) else np.zeros(a.shape, bool)
+    else:
+        lost = np.zeros(a.shape, bool)
+    if lost.any():
+        raise dtype_error(f"input tensor {t.name!r} is {t.dtype}, but {what} holds "
+                          f"{a[tuple(np.argwhere(lost)[0])].item()!r}, outside its range")
+    return b
 
 
 def as_tensor_list(tensors, what="outputs"):

@@ -207,3 +207,19 @@ def test_scalar_tensors_and_lists_in_feed():
     X = pa.placeholder((3,), name="X")
     Y = pa.compute((3,), lambda i: X[i] * S[()], name="Y")
     np.testing.assert_allclose(pa.evaluate(Y, {S: np.float32(2), X: [1.0, 2.0, 3.0]}), [2, 4, 6])
+    np.testing.assert_allclose(pa.evaluate(Y, {S: 2, X: [1, 2, True]}), [2, 4, 2])  # ints and bools fit a float
+
+
+def test_python_numbers_that_do_not_fit_the_tensor_are_refused():
+    # numpy's astype wraps 2**40 to 0 in int32 and makes 1e300 inf in float32; numpy's array() refuses the first
+    I = pa.placeholder((2,), "int32", name="I")
+    X = pa.placeholder((2,), name="X")
+    Y = pa.compute((2,), lambda i: pa.cast(I[i], "float32") + X[i], name="Y")
+    with pytest.raises(pa.EvaluationError, match=r"'I' is int32, but the fed array holds 1099511627776, outside"):
+        pa.evaluate(Y, {I: [2**40, 2], X: [0.0, 0.0]})
+    with pytest.raises(pa.EvaluationError, match=r"'X' is float32, but the fed array holds 1e\+300, outside"):
+        pa.evaluate(Y, {I: [1, 2], X: [1e300, 0.0]})
+    with pytest.raises(pa.EvaluationError, match=r"'I' has dtype int32, but the fed array has dtype float64"):
+        pa.evaluate(Y, {I: [1.5, 2], X: [0.0, 0.0]})  # a float into an integer tensor would truncate
+    edges = pa.evaluate(Y, {I: [-2**31, 2**31 - 1], X: [0.0, 0.0]})  # the range's ends fit
+    np.testing.assert_array_equal(edges, np.array([-2**31, 2**31 - 1], "int32").astype("float32"))
