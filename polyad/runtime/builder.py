@@ -23,6 +23,7 @@ import atexit
 import base64
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -47,9 +48,9 @@ def env_seconds(name, default):
         value = float(text)
     except ValueError:
         value = None
-    if value is None or not value > 0:
-        raise PolyadError(f"{name}={text!r}: expected a positive number of seconds")
-    return value
+    if value is None or not 0 < value < math.inf:
+        raise PolyadError(f"{name}={text!r}: expected a positive, finite number of seconds")
+    return min(value, 1e6)  # the waits' system calls take milliseconds in an int: inf or 1e308 overflowed them
 
 
 def build_timeout():
@@ -330,7 +331,7 @@ class Worker(LineProcess):
             try:
                 ans, start = self.ask(job, timeout)
             except TimeoutError:
-                raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:.0f} s "
+                raise CompilerCrash(f"the OpenCL compiler did not finish in {timeout:g} s "
                                     "(POLYAD_BUILD_TIMEOUT)", source=job["source"], log="") from None
             if ans is None:
                 died = self.died(start)

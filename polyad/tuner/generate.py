@@ -90,7 +90,7 @@ class _Worker(LineProcess):
         try:
             ans, start = self.ask({"schedule": schedule_json}, timeout)
         except TimeoutError:
-            return f"code generation did not finish in {timeout:.0f} s"
+            return f"code generation did not finish in {timeout:g} s"
         if ans is None:
             died = self.died(start)
             if import_failure(died):  # every candidate would fail alike: an environment, not a schedule

@@ -50,13 +50,16 @@ def test_a_record_written_before_keys_were_kept_still_reads(tmp_path):
     assert records.read(path) == payload
 
 
-@pytest.mark.parametrize("text", ["abc", "0", "-5", "nan"])
+@pytest.mark.parametrize("text", ["abc", "0", "-5", "nan", "inf"])
 def test_a_timeout_variable_that_is_not_a_positive_number_names_itself(monkeypatch, text):
-    """``float()`` of it raised a bare ValueError when polyad was imported; 0 or less failed every build."""
+    """``float()`` of it raised a bare ValueError when polyad was imported; 0 or less failed every build; inf
+    overflowed the wait's system call (a raw OverflowError from selectors)."""
     monkeypatch.setenv("POLYAD_BUILD_TIMEOUT", text)
-    with pytest.raises(PolyadError, match=f"POLYAD_BUILD_TIMEOUT='{text}': expected a positive number of seconds"):
+    with pytest.raises(PolyadError, match=f"POLYAD_BUILD_TIMEOUT='{text}': expected a positive, finite number"):
         builder.build_timeout()
     monkeypatch.setenv("POLYAD_BUILD_TIMEOUT", "12.5")
     assert builder.build_timeout() == 12.5
+    monkeypatch.setenv("POLYAD_BUILD_TIMEOUT", "1e308")
+    assert builder.build_timeout() == 1e6  # as long as a wait can be
     monkeypatch.delenv("POLYAD_BUILD_TIMEOUT")
     assert builder.build_timeout() == 600.0
