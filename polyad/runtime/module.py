@@ -95,6 +95,11 @@ class Module:
         return f"<polyad.Module ({ins}) -> ({outs}), {len(self._launches)} kernels on {self.device.name.strip()}>"
 
     # -- host arrays -------------------------------------------------------------------------
+    def __reduce_ex__(self, protocol):
+        # pickle found a Device (or an isl object of an in-process program) deep inside: say what to do instead
+        raise PolyadError("a Module holds OpenCL objects of this process and cannot be pickled or copied: "
+                          "send the graph and build it again there (the kernel cache makes that fast)")
+
     def _check_arrays(self, arrays):
         ins = self.program.inputs
         if len(arrays) != len(ins):

@@ -251,3 +251,14 @@ def test_opencl_in_a_child_forked_after_the_parent_opened_it_is_a_device_error_n
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 3
     np.testing.assert_array_equal(mod(x), 2 * x)  # the parent goes on
+
+
+def test_a_module_is_not_pickled_or_copied_but_says_why():
+    import copy
+    import pickle
+
+    X = pa.placeholder((4,), name="X")
+    mod = pa.build(pa.compute((4,), lambda i: X[i] + 1.0, name="Y"), [X])
+    for how in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(pa.PolyadError, match="cannot be pickled or copied: send the graph"):
+            how(mod)
