@@ -75,7 +75,8 @@ def _load_target(target):
         spec.loader.exec_module(mod)
     except SyntaxError as e:
         raise PolyadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:  # noqa: BLE001 - the user's module: say where it failed, not polyad's traceback
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's module: say where it failed, not polyad's
+        # traceback (sys.exit(3) in it made `polyad show` exit 3 without a word)
         raise PolyadError(f"running {path} raised {_where(e, path)}") from None
     fn = getattr(mod, func, None)
     if not callable(fn):
@@ -84,7 +85,7 @@ def _load_target(target):
         res = fn()
     except PolyadError as e:
         raise PolyadError(f"{func}() in {path}: {type(e).__name__}: {e}") from None
-    except Exception as e:  # noqa: BLE001
+    except (Exception, SystemExit) as e:  # noqa: BLE001
         raise PolyadError(f"{func}() in {path} raised {_where(e, path)}") from None
     from .te.tensor import Tensor
 

@@ -88,7 +88,10 @@ def test_show_reports_a_bad_target(tmp_path, capsys):
      r"it returned \(Tensor, NoneType\)"),
     ("import polyad as pa\ndef f():\n    X = pa.placeholder((4, 8), name='X')\n    return X * 2, []\n",
      r"it returned no tensor to differentiate w\.r\.t\."),
-], ids=["syntax", "import-raises", "function-raises", "polyad-error", "list-output", "none-wrt", "empty-wrt"])
+    ("import sys\nsys.exit(3)\n", r"running .*bad\.py raised SystemExit: 3 \(at .*bad\.py:2\)"),
+    ("import sys\ndef f():\n    sys.exit('stop')\n", r"f\(\) in .*bad\.py raised SystemExit: stop \(at .*bad\.py:3\)"),
+], ids=["syntax", "import-raises", "function-raises", "polyad-error", "list-output", "none-wrt", "empty-wrt",
+        "import-exits", "function-exits"])
 def test_show_reports_what_went_wrong_in_the_users_file_without_a_traceback(tmp_path, capsys, text, expected):
     import re
 
