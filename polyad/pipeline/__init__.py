@@ -444,17 +444,19 @@ def _warn_fallback(dev, tried, used):
     lines = [ln.strip() for ln in str(e0).splitlines() if ln.strip()]
     msg = next((ln for ln in lines if "error" in ln.lower() and "OpenCL build failed" not in ln), lines[0])[:300]
     if used.name != "naive":
-        # a narrower width built: the wider ones are what this compiler cannot do; remember them
-        for s, _ in tried:
+        # a narrower width built: the wider ones are what this compiler cannot do; remember them, unless the
+        # compiler was killed from outside (an external SIGKILL was once kept as the device failing float16)
+        remembered = [s for s, e in tried if getattr(e, "device_fault", True)]
+        for s in remembered:
             _deny_width(dev, _max_width(s), msg)
         what = f"float{_max_width(used)} vectors" if _max_width(used) > 1 else "scalar code"
     else:
-        what = "the naive schedule"
+        what, remembered = "the naive schedule", []
     warnings.warn(
         f"polyad: the OpenCL compiler of {_name(dev)} failed on stages {stages[:6]} with "
         f"{f'float{w} vectors' if w > 1 else 'this schedule'} ({msg}); built with {what} instead"
-        + (" (remembered for the device; `polyad devices --calibrate` probes it again)" if used.name != "naive"
-           else ""), RuntimeWarning, stacklevel=4)
+        + (" (remembered for the device; `polyad devices --calibrate` probes it again)" if remembered else ""),
+        RuntimeWarning, stacklevel=4)
 
 
 def model_token(model):

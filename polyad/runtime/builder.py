@@ -96,7 +96,16 @@ def install_error(who, line):
 
 
 class CompilerCrash(BuildError):
-    """The OpenCL compiler took its process down (a signal or an exit) or did not finish in time."""
+    """The OpenCL compiler took its process down (a signal or an exit) or did not finish in time.
+
+    ``device_fault`` is False where a signal from outside (SIGKILL: the OOM killer, a user) ended it: the
+    compiler may well build the program, and the fallback does not remember its widths as failing."""
+
+    device_fault = True
+
+
+#: how a worker ends when something outside it ends it
+_FROM_OUTSIDE = ("(SIGKILL)", "(SIGTERM)", "(SIGHUP)", "(SIGINT)")
 
 
 class LaunchFailure(CompilerCrash):
@@ -338,7 +347,9 @@ class Worker(LineProcess):
                 if import_failure(died):
                     raise install_error("polyad's compile worker", import_failure(died))
                 why = f"the OpenCL compiler crashed its process {died}"
-                raise CompilerCrash(why, source=job["source"], log=why)
+                crash = CompilerCrash(why, source=job["source"], log=why)
+                crash.device_fault = not died.startswith(_FROM_OUTSIDE)
+                raise crash
             if ans.get("launch_failure"):
                 self.close()  # it has ended (or is ending) on its own
                 raise LaunchFailure(ans["message"], source=job["source"], log=ans.get("log", ""))

@@ -124,6 +124,7 @@ def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(d
             assert isinstance(info.value, builder.LaunchFailure) and "'boom' failed at its trial launch" in msg, msg
         else:
             assert "crashed its process" in msg and f"({how})" in msg, msg
+        assert info.value.device_fault == (how != "SIGKILL")  # a kill from outside is not the compiler's fault
         assert info.value.source == job["source"]
         assert w.proc is None  # the dead worker is forgotten
         assert w.compile(_job(device))  # a fresh worker

@@ -146,6 +146,11 @@ def _failing_on_float16(monkeypatch, failure):
             if failure == "rejects":
                 raise BuildError("error: fake compiler rejects float16", source=job["source"],
                                  log="error: fake compiler rejects float16")
+            if failure == "killed":  # from outside (the OOM killer, a user): not the compiler's doing
+                crash = builder.CompilerCrash("the OpenCL compiler crashed its process (SIGKILL)",
+                                              source=job["source"], log="")
+                crash.device_fault = False
+                raise crash
             raise builder.CompilerCrash(
                 "the OpenCL compiler crashed its process (SIGABRT): LLVM ERROR: Do not know how to scalarize",
                 source=job["source"], log="LLVM ERROR: Do not know how to scalarize")
@@ -191,6 +196,23 @@ def test_a_program_that_does_not_build_falls_back_to_narrower_vectors_with_one_w
         monkeypatch, failure, private_denials):
     _first_build_falls_back(monkeypatch, failure)
     assert private_denials.exists()  # remembered where the fixture put it, not in the machine's cache
+
+
+def test_a_compiler_killed_from_outside_is_not_remembered_as_the_device_failing(monkeypatch, private_denials):
+    # an external SIGKILL of the worker during a float16 compile was once kept as the device failing float16
+    tries = _failing_on_float16(monkeypatch, "killed")
+    dev = pipeline.select_device()
+    stage = f"T_killed_{uuid.uuid4().hex[:8]}"
+    T, ins, arrays = _matmul(stage)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        mod = pa.build(T, ins, schedule=_wide(stage))
+    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "(SIGKILL)" in msgs[0] and "remembered" not in msgs[0], msgs
+    assert tries == [True, False]
+    _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
+    assert pipeline.denied_widths(dev) == {}
+    assert 16 in pipeline.device_model(dev).widths
 
 
 def test_the_same_build_after_a_fallback_neither_retries_nor_warns(monkeypatch):
