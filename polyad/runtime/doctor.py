@@ -44,6 +44,21 @@ def report():
     return lines, usable, passes
 
 
+def _chosen_problem(spec):
+    """Why the device ``POLYAD_DEVICE`` names cannot run polyad's kernels, or None when it can."""
+    from ..errors import DeviceError
+    from ..pipeline import capabilities
+    from .device import find_device
+
+    try:
+        dev = find_device(spec)
+    except DeviceError as e:
+        return str(e)
+    if not capabilities(dev).usable:
+        return f"it picks {dev.name.strip()}, which fails polyad's probe (above); unset it to use the default"
+    return None
+
+
 def _apt_install():
     if not shutil.which("apt-get"):
         print("doctor: no apt-get here; install a system PoCL or a vendor OpenCL driver by hand")
@@ -144,6 +159,11 @@ def main(argv=None):
     if hidden and args.fix and not os.path.isfile(target) and _register(hidden, target):
         # the OpenCL platform list is read once per process: check in a fresh one
         return subprocess.run([sys.executable, "-m", "polyad.runtime.doctor"], env=child_env()).returncode
+    spec = os.environ.get("POLYAD_DEVICE")
+    problem = _chosen_problem(spec) if spec and usable else None
+    if problem:  # every build uses that device: an OK about the others would mislead
+        print(f"doctor: POLYAD_DEVICE={spec!r}: {problem}")
+        return 1
     if passes:
         print("doctor: OK, polyad builds and runs its kernels here")
         return 0

@@ -34,6 +34,15 @@ def test_doctor_reports_a_device_that_compiles(capsys):
     assert "doctor: OK" in out and out.startswith("ok ")
 
 
+def test_doctor_checks_the_device_polyad_device_picks(capsys, monkeypatch):
+    # it said OK about the other devices while every pa.build raised a DeviceError
+    monkeypatch.setenv("POLYAD_DEVICE", "no such device anywhere")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "doctor: POLYAD_DEVICE='no such device anywhere': no OpenCL device matches" in out
+    assert "doctor: OK" not in out
+
+
 def test_devices_lists_the_default_first_marker(capsys):
     assert main(["devices"]) == 0
     assert "* " in capsys.readouterr().out
