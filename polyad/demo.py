@@ -26,12 +26,16 @@ def run(batch=32, n_in=1000, n_out=1000, schedule="auto", out=print):
     out(str(pa.estimate([dX, dW, dB])))
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(X.shape, dtype=np.float32)
-    w = rng.standard_normal(W.shape, dtype=np.float32)
-    b = rng.standard_normal(B.shape, dtype=np.float32)
-    h = rng.standard_normal(H.shape, dtype=np.float32)
-    x64, w64, h64 = (a.astype(np.float64) for a in (x, w, h))
-    refs = {"Y": x64 @ w64.T + b, "dX": h64 @ w64, "dW": h64.T @ x64, "dB": h64.sum(0)}
+    try:
+        x = rng.standard_normal(X.shape, dtype=np.float32)
+        w = rng.standard_normal(W.shape, dtype=np.float32)
+        b = rng.standard_normal(B.shape, dtype=np.float32)
+        h = rng.standard_normal(H.shape, dtype=np.float32)
+        x64, w64, h64 = (a.astype(np.float64) for a in (x, w, h))
+        refs = {"Y": x64 @ w64.T + b, "dX": h64 @ w64, "dW": h64.T @ x64, "dB": h64.sum(0)}
+    except MemoryError:
+        raise pa.PolyadError(f"the demo's arrays do not fit this machine's memory (W alone is {n_out} x {n_in}): "
+                             f"ask for smaller --batch, --n-in, --n-out") from None
 
     t0 = time.perf_counter()
     # the forward saves what the backward reads, on the device; the backward computes only gradients

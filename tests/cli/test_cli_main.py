@@ -110,3 +110,11 @@ def test_show_reports_what_went_wrong_in_the_users_file_without_a_traceback(tmp_
     err = capsys.readouterr().err
     assert re.search(expected, err), err
     assert "Traceback" not in err
+
+
+def test_a_demo_too_large_for_the_machine_says_so_without_a_traceback(capsys):
+    # numpy's _ArrayMemoryError came out as a traceback
+    assert main(["demo", "--batch", "2", "--n-in", "400000", "--n-out", "400000"]) == 1
+    err = capsys.readouterr().err
+    assert "the demo's arrays do not fit this machine's memory (W alone is 400000 x 400000)" in err
+    assert "Traceback" not in err
