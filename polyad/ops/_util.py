@@ -31,6 +31,13 @@ def check_tensor(x, op, arg="input"):
     return x
 
 
+def check_flag(v, what, op):
+    """A yes/no parameter: a bool, or the integer 0 or 1 as numpy takes them (the string "False" was true)."""
+    if not (isinstance(v, (bool, np.bool_)) or is_int(v) and v in (0, 1)):
+        raise DtypeError(f"{op}: {what} must be True or False, got {v!r}")
+    return bool(v)
+
+
 def conjunction(conds):
     """The ``and`` of bool expressions; None when there are none (no guard at all)."""
     out = None

@@ -8,6 +8,8 @@ exact domains.  Stage names start with the op name; tags follow TOPI
 ("elementwise", "broadcast", "injective", "reduction", "conv2d", "pool", "dense").
 """
 
+import math
+
 import numpy as np
 
 from ..errors import DtypeError, PolyadError, ShapeError
@@ -19,7 +21,7 @@ from ..te.reduce import min as _min
 from ..te.reduce import sum as _sum
 from ..te.intrin import exp, log, logical_and, pow, rsqrt, sigmoid as _sigmoid, sqrt, tanh as _tanh
 from ..te.tensor import compute, stop_gradient
-from ._util import check_tensor, conjunction, is_int, normalize_axes, normalize_axis
+from ._util import check_flag, check_tensor, conjunction, is_int, normalize_axes, normalize_axis
 from .transform import batch_flatten, pad
 
 __all__ = [
@@ -44,10 +46,13 @@ def _float(x, op):
         raise DtypeError(f"{op}: tensor {x.name!r} has dtype {x.dtype}; a float dtype is needed (use pa.ops.cast)")
 
 
-def _number(v, what, op):
-    """A float parameter (alpha, epsilon, ...) given as a Python or numpy real number."""
+def _number(v, what, op, lo=None):
+    """A float parameter (alpha, epsilon, ...) given as a finite Python or numpy real number, at least ``lo``
+    (NaN or a negative epsilon made every output NaN without a word)."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise DtypeError(f"{op}: {what} must be a real number, got {v!r}")
+    if not math.isfinite(v) or lo is not None and v < lo:
+        raise PolyadError(f"{op}: {what} must be a finite number{'' if lo is None else f' >= {lo}'}, got {v!r}")
     return float(v)
 
 
@@ -183,6 +188,7 @@ def leaky_relu(x, alpha=0.01):
     :param alpha: the slope below zero, a real number.
     :returns: a new tensor of ``x``'s shape and dtype.
     :raises DtypeError: when ``x`` is not a float tensor, or ``alpha`` is not a real number.
+    :raises PolyadError: when ``alpha`` is NaN or infinite.
     """
     check_tensor(x, "leaky_relu", "x")
     _float(x, "leaky_relu")
@@ -323,8 +329,8 @@ def cross_entropy(logits, labels, check_labels=True):
     :param check_labels: make the loss NaN for a label outside ``[0, classes)`` (True), or let it contribute no
         target term (False).
     :returns: a new 0-d tensor of ``logits``' dtype: the mean loss.
-    :raises DtypeError: when ``logits`` or ``labels`` is not a tensor, ``logits`` is not a float tensor, or
-        ``labels`` is not an integer tensor.
+    :raises DtypeError: when ``logits`` or ``labels`` is not a tensor, ``logits`` is not a float tensor,
+        ``labels`` is not an integer tensor, or ``check_labels`` is not a bool.
     :raises ShapeError: when ``logits`` is not 2-D, or ``labels`` is not (batch,).
     """
     op = "cross_entropy"
@@ -336,6 +342,7 @@ def cross_entropy(logits, labels, check_labels=True):
         raise DtypeError(
             f"{op}: labels tensor {labels.name!r} has dtype {labels.dtype}; class labels (axis 0) must be int32 or int64"
         )
+    check_labels = check_flag(check_labels, "check_labels", op)
     n, c = logits.shape
     if labels.shape != (n,):
         raise ShapeError(
@@ -561,7 +568,8 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     :param count_include_pad: for ``"avg"``: divide by the window including padding (True) or by the number of input
         elements in it (False).
     :returns: a new (N, C, out_h, out_w) tensor of ``data``'s dtype.
-    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``.
+    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``, or ``ceil_mode`` or
+        ``count_include_pad`` is not a bool.
     :raises PolyadError: when ``pool_type`` is neither ``"max"`` nor ``"avg"``.
     :raises ShapeError: when ``data`` is not 4-D, ``kernel``, ``stride`` or ``padding`` is malformed or out of
         range, a pad is more than half the kernel, or the kernel is larger than the padded input.
@@ -573,6 +581,8 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     n, c, h, w = data.shape
     ctx = f"{op} of {data.name!r}"
+    ceil_mode = check_flag(ceil_mode, "ceil_mode", ctx)
+    count_include_pad = check_flag(count_include_pad, "count_include_pad", ctx)
     kh, kw = _pair(kernel, "kernel", ctx)
     sh, sw = _pair(kernel if stride is None else stride, "stride", ctx)
     pt, pl, pb, pr = _padding(padding, ctx)
@@ -590,7 +600,7 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     ow = _pool_out(w, kw, sw, pl, pr, ceil_mode)
     rh, rw = reduce_axis((0, kh), "rh"), reduce_axis((0, kw), "rw")
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "padding": (pt, pl, pb, pr), "pool_type": pool_type,
-             "ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}
+             "ceil_mode": ceil_mode, "count_include_pad": count_include_pad}
     # Static facts: does any window leave the input at the low/high end of an axis?
     low_h, high_h = pt > 0, (oh - 1) * sh - pt + kh > h
     low_w, high_w = pl > 0, (ow - 1) * sw - pl + kw > w
@@ -636,7 +646,8 @@ def global_pool2d(data, pool_type="max"):
     :param data: the input, a 4-D tensor (N, C, H, W) (a float tensor for ``"avg"``).
     :param pool_type: ``"max"`` or ``"avg"``.
     :returns: a new (N, C, 1, 1) tensor of ``data``'s dtype.
-    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``.
+    :raises DtypeError: when ``data`` is not a tensor, or is not a float tensor for ``"avg"``, or ``ceil_mode`` or
+        ``count_include_pad`` is not a bool.
     :raises PolyadError: when ``pool_type`` is neither ``"max"`` nor ``"avg"``.
     :raises ShapeError: when ``data`` is not 4-D.
     """
@@ -708,6 +719,7 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5)
         ``epsilon`` is not a real number.
     :raises AxisError: when ``axis`` is not an integer or is out of range.
     :raises ShapeError: when a parameter tensor is not 1-D of ``data``'s size on ``axis``.
+    :raises PolyadError: when ``epsilon`` is negative, NaN or infinite.
     """
     op = "batch_norm"
     check_tensor(data, op, "data")
@@ -715,7 +727,7 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5)
     axis = normalize_axis(axis, data.ndim, f"{op} of {data.name!r}")
     for p, arg in ((gamma, "gamma"), (beta, "beta"), (moving_mean, "moving_mean"), (moving_var, "moving_var")):
         _per_channel(p, data, axis, op, arg)
-    epsilon = _number(epsilon, "epsilon", f"{op} of {data.name!r}")
+    epsilon = _number(epsilon, "epsilon", f"{op} of {data.name!r}", lo=0)
     eps = const(epsilon, data.dtype)
 
     def body(*i):
@@ -810,6 +822,7 @@ def l2_normalize(data, eps=1e-12, axis=None):
     :returns: a new tensor of ``data``'s shape and dtype.
     :raises DtypeError: when ``data`` is not a float tensor, or ``eps`` is not a real number.
     :raises AxisError: when an axis is not an integer, is out of range or repeated.
+    :raises PolyadError: when ``eps`` is negative, NaN or infinite.
     """
     op = "l2_normalize"
     check_tensor(data, op, "data")
@@ -828,7 +841,7 @@ def l2_normalize(data, eps=1e-12, axis=None):
         return _sum(x * x, axis=rs)
 
     sqsum = compute(tuple(data.shape[d] for d in keep), sq, name=f"{op}_sqsum", tag="reduction")
-    eps = _number(eps, "eps", f"{op} of {data.name!r}")
+    eps = _number(eps, "eps", f"{op} of {data.name!r}", lo=0)
     e = const(eps, data.dtype)
     return compute(
         data.shape, lambda *i: data[i] / sqrt(_max(sqsum[tuple(i[d] for d in keep)], e)),

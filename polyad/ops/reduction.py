@@ -23,7 +23,7 @@ from ..te.reduce import min as _te_min
 from ..te.reduce import prod as _te_prod
 from ..te.reduce import sum as _te_sum
 from ..te.tensor import compute
-from ._util import check_tensor, normalize_axes, normalize_axis
+from ._util import check_flag, check_tensor, normalize_axes, normalize_axis
 
 __all__ = ["sum", "max", "min", "mean", "prod", "argmax", "argmin"]
 
@@ -48,6 +48,7 @@ def _reduction(name, x, axes, keepdims, body, copy):
     the result when there is nothing to reduce.
     """
     shape = x.shape
+    keepdims = check_flag(keepdims, "keepdims", f"{name} of tensor {x.name!r}")
     if keepdims:
         out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     else:

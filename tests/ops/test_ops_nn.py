@@ -519,6 +519,25 @@ def test_other_bad_input():
         pa.nn.lrn(ph((1, 3, 2, 2), "X"), beta="x")
     with pytest.raises(pa.DtypeError, match=r"leaky_relu of 'X': alpha must be a real number"):
         pa.nn.leaky_relu(X, alpha=None)
+    # NaN, inf or a negative epsilon made every output NaN; a string flag was truth-tested ("False" was true)
+    P = ph((1, 3, 4, 4), "P", "float32")
+    G = ph((3,), "G", "float32")
+    with pytest.raises(pa.PolyadError, match=r"batch_norm of 'P': epsilon must be a finite number >= 0, got -1.0"):
+        pa.nn.batch_norm(P, G, G, G, G, epsilon=-1.0)
+    with pytest.raises(pa.PolyadError, match=r"l2_normalize of 'P': eps must be a finite number >= 0, got nan"):
+        pa.nn.l2_normalize(P, float("nan"))
+    with pytest.raises(pa.PolyadError, match=r"leaky_relu of 'P': alpha must be a finite number, got inf"):
+        pa.nn.leaky_relu(P, float("inf"))
+    with pytest.raises(pa.DtypeError, match=r"pool2d of 'P': ceil_mode must be True or False, got 'False'"):
+        pa.nn.pool2d(P, 3, 2, ceil_mode="False")
+    with pytest.raises(pa.DtypeError, match=r"pool2d of 'P': count_include_pad must be True or False, got 'no'"):
+        pa.nn.pool2d(P, 3, 2, 1, "avg", count_include_pad="no")
+    with pytest.raises(pa.DtypeError, match=r"cross_entropy: check_labels must be True or False, got 'no'"):
+        pa.nn.cross_entropy(ph((2, 3), "L", "float32"), ph((2,), "Y", "int64"), check_labels="no")
+    with pytest.raises(pa.DtypeError, match=r"sum of tensor 'P': keepdims must be True or False, got 'yes'"):
+        pa.ops.sum(P, 1, keepdims="yes")
+    assert pa.nn.pool2d(P, 3, 2, ceil_mode=np.True_).shape == (1, 3, 2, 2)  # numpy's bools, and 0 and 1
+    assert pa.ops.sum(P, 1, keepdims=1).shape == (1, 1, 4, 4)
     # one check for every op: the op and the argument are named
     with pytest.raises(pa.DtypeError, match=r"dense: expected a tensor for weight, got ndarray"):
         pa.nn.dense(X, np.ones((3, 5)))
