@@ -97,6 +97,8 @@ def _padding(p, op):
     """int, (h, w) or (top, left, bottom, right) -> (top, left, bottom, right)."""
     if is_int(p):
         p = (p, p)
+    if isinstance(p, str):  # iterated, 'valid' was five paddings
+        raise ShapeError(f"{op}: padding must be an int, (h, w) or (top, left, bottom, right), got {p!r}")
     try:
         p = tuple(p)
     except TypeError:
@@ -402,7 +404,9 @@ def conv2d(data, weight, strides=1, padding=0, dilation=1, groups=1):
     :param data: the input, a 4-D float tensor (N, C, H, W).
     :param weight: the filters, a 4-D tensor (O, C/groups, kh, kw) of ``data``'s dtype.
     :param strides: the stride, an int or an (h, w) pair of ints >= 1.
-    :param padding: the zero padding, ints >= 0: one int, (h, w), or (top, left, bottom, right).
+    :param padding: the zero padding, ints >= 0: one int, (h, w), or (top, left, bottom, right); or ``"valid"``
+        (none) or ``"same"`` (strides 1: the output has the input's size, an odd total padding's extra row and
+        column at the bottom and right, as PyTorch's).
     :param dilation: the kernel dilation, an int or an (h, w) pair of ints >= 1.
     :param groups: the number of channel groups, an int >= 1 dividing C and O.
     :returns: a new (N, O, out_h, out_w) tensor (after a ``conv2d_pad`` stage when ``padding`` is not 0).
@@ -419,6 +423,11 @@ def conv2d(data, weight, strides=1, padding=0, dilation=1, groups=1):
     ctx = f"{op} of {data.name!r}"
     sh, sw = _pair(strides, "strides", ctx)
     dh, dw = _pair(dilation, "dilation", ctx)
+    if isinstance(padding, str) and padding in ("same", "valid"):  # PyTorch's: "same" puts the odd row last
+        if padding == "same" and (sh, sw) != (1, 1):
+            raise ShapeError(f"{ctx}: padding='same' needs strides 1 (as in PyTorch), got {(sh, sw)}")
+        th, tw = (dh * (kh - 1), dw * (kw - 1)) if padding == "same" else (0, 0)
+        padding = (th // 2, tw // 2, th - th // 2, tw - tw // 2)
     pt, pl, pb, pr = _padding(padding, ctx)
     groups = _int(groups, "groups", ctx, 1)
     if c % groups:

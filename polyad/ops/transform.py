@@ -411,6 +411,16 @@ def _norm_slice(x, d, b, e, s, name):
     return start, step, length
 
 
+def _entries(v, op, what):
+    """A slice list's entries; one int (or None) is one entry (``list(2)`` raised a raw TypeError)."""
+    if v is None or is_int(v):
+        return [v]
+    try:
+        return list(v)
+    except TypeError:
+        raise ShapeError(f"{op}: {what} must be a list of ints (or None), got {v!r}") from None
+
+
 def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     """``x[b0:e0:s0, b1:e1:s1, ...]`` with numpy slice semantics.
 
@@ -420,7 +430,7 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
     backwards.  ``axes`` (as in TVM) names the axes the lists apply to.
 
     :param x: the tensor to slice.
-    :param begin: the start of each sliced axis (an int or None).
+    :param begin: the start of each sliced axis (an int or None), a list (one int for one axis).
     :param end: the stop of each sliced axis (an int or None), as many entries as ``begin``.
     :param strides: the step of each sliced axis (nonzero ints or None; missing ones are 1), or None for all 1.
     :param axes: the axes the lists apply to, or None for the first ``len(begin)`` axes.
@@ -432,13 +442,16 @@ def strided_slice(x, begin, end, strides=None, axes=None, name="strided_slice"):
         is 0, or a slice is empty (tensors have no empty axes).
     """
     x = check_tensor(x, name)
-    begin, end = list(begin), list(end)
-    strides = [1] * len(begin) if strides is None else list(strides)
+    begin, end = _entries(begin, name, "begin"), _entries(end, name, "end")
+    strides = [1] * len(begin) if strides is None else _entries(strides, name, "strides")
     if axes is None:
         axes = list(range(len(begin)))
     else:
         axes = [normalize_axis(a, x.ndim, f"{name} of tensor {x.name!r}") for a in _int_tuple(axes, name, "axes")]
-    if len(axes) > x.ndim or len(set(axes)) != len(axes):
+    if len(set(axes)) != len(axes):
+        raise AxisError(f"{name} of tensor {x.name!r}: axis {next(a for a in axes if axes.count(a) > 1)} is "
+                        f"sliced twice (axes {axes})")
+    if len(axes) > x.ndim:
         raise AxisError(f"{name} of tensor {x.name!r}: {len(axes)} slice axes {axes} for a tensor of {x.ndim} axes")
     if len(begin) != len(axes) or len(end) != len(axes) or len(strides) > len(axes):
         raise ShapeError(

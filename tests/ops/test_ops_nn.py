@@ -493,6 +493,25 @@ def test_bad_parameters_name_the_tensor():
         pa.nn.upsampling(X, 0)
 
 
+def test_conv2d_same_and_valid_padding_as_pytorch():
+    # "same": the total padding d*(k-1), its odd row and column at the bottom and right (PyTorch's split)
+    X = ph((1, 2, 9, 8), "X", "float32")
+    W = ph((3, 2, 4, 3), "W", "float32")
+    rng = np.random.default_rng(5)
+    feed = {X: rng.standard_normal((1, 2, 9, 8)).astype("float32"),
+            W: rng.standard_normal((3, 2, 4, 3)).astype("float32")}
+    same = pa.nn.conv2d(X, W, padding="same", dilation=(1, 2))
+    assert same.shape == (1, 3, 9, 8)
+    explicit = pa.nn.conv2d(X, W, padding=(1, 2, 2, 2), dilation=(1, 2))  # (top, left, bottom, right)
+    np.testing.assert_array_equal(pa.evaluate(same, feed), pa.evaluate(explicit, feed))
+    np.testing.assert_array_equal(pa.evaluate(pa.nn.conv2d(X, W, padding="valid"), feed),
+                                  pa.evaluate(pa.nn.conv2d(X, W), feed))
+    with pytest.raises(pa.ShapeError, match=r"conv2d of 'X': padding='same' needs strides 1"):
+        pa.nn.conv2d(X, W, strides=2, padding="same")
+    with pytest.raises(pa.ShapeError, match=r"pool2d of 'X': padding must be an int, .* got 'valid'"):
+        pa.nn.pool2d(X, 2, padding="valid")  # a string was iterated: five paddings 'v', 'a', ...
+
+
 def test_other_bad_input():
     X = ph((2, 5), "X")
     with pytest.raises(pa.ShapeError, match=r"'W'.*axis 1.*'X'.*axis 1"):

@@ -272,6 +272,7 @@ def test_strided_slice_axes_and_default_strides():
     check(ops.strided_slice(X, [1], [4], axes=[2]), x[:, :, 1:4], (X, x))
     check(ops.strided_slice(X, [3, 0], [0, 2], [-2, 1], axes=[-1, 0]), x[0:2, :, 3:0:-2], (X, x))
     check(ops.strided_slice(X, [1, 1], [2, 3]), x[1:2, 1:3], (X, x))
+    check(ops.strided_slice(X, 1, 3, 1, axes=-1), x[:, :, 1:3], (X, x))  # one int is one entry
 
 
 def test_strided_slice_errors():
@@ -282,6 +283,10 @@ def test_strided_slice_errors():
         ops.strided_slice(X, [2], [1])
     with raises(pa.PolyadError, "'X'"):
         ops.strided_slice(X, [0, 0, 0], [1, 1, 1])
+    with raises(pa.AxisError, "'X'", "axis 1 is sliced twice"):
+        ops.strided_slice(X, [0, 0], [1, 1], axes=[1, -1])
+    with raises(pa.ShapeError, "begin must be a list of ints"):
+        ops.strided_slice(X, 1.5, 2)
 
 
 def test_split():
