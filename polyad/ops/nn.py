@@ -588,6 +588,8 @@ def pool2d(data, kernel, stride=None, padding=0, pool_type="max", ceil_mode=Fals
     _ndim(data, 4, op, "NCHW")
     if pool_type not in ("max", "avg"):
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if dt.is_bool(data.dtype):
+        raise DtypeError(f"{op}: tensor {data.name!r} is bool; cast it to a number first")
     n, c, h, w = data.shape
     ctx = f"{op} of {data.name!r}"
     ceil_mode = check_flag(ceil_mode, "ceil_mode", ctx)
@@ -665,6 +667,8 @@ def global_pool2d(data, pool_type="max"):
     _ndim(data, 4, op, "NCHW")
     if pool_type not in ("max", "avg"):
         raise PolyadError(f"{op}: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if dt.is_bool(data.dtype):
+        raise DtypeError(f"{op}: tensor {data.name!r} is bool; cast it to a number first")
     n, c, h, w = data.shape
     rh, rw = reduce_axis((0, h), "rh"), reduce_axis((0, w), "rw")
     if pool_type == "max":

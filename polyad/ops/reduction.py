@@ -85,15 +85,16 @@ def sum(x, axis=None, keepdims=False, dtype=None):  # noqa: A001 - numpy's name
     :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
     :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
-        dtype.
+        dtype; ``"bool"`` is whether any element is nonzero, as numpy's.
     :returns: a new tensor of the reduced shape, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
     x = check_tensor(x, "sum")
     t = _dtype_arg("sum", x, dtype, _accumulator(x))
+    red = _any if dt.is_bool(t) else _te_sum  # numpy's bool sum: True + True is True
     return _reduction("sum", x, _axes("sum", x, axis), keepdims,
-                      lambda e, k: _te_sum(cast(e, t), axis=k), lambda e: cast(e, t))
+                      lambda e, k: red(cast(e, t), axis=k), lambda e: cast(e, t))
 
 
 def prod(x, axis=None, keepdims=False, dtype=None):
@@ -103,15 +104,16 @@ def prod(x, axis=None, keepdims=False, dtype=None):
     :param axis: the axes to reduce: None (every axis), an int or a tuple of ints (negative counts from the end).
     :param keepdims: keep the reduced axes with size 1 (numpy's ``keepdims``).
     :param dtype: the accumulation and result dtype; None accumulates int32 and bool in int64, others in their
-        dtype.
+        dtype; ``"bool"`` is whether every element is nonzero, as numpy's.
     :returns: a new tensor of the reduced shape, tagged "reduction".
     :raises DtypeError: when ``x`` is not a tensor, or ``dtype`` is not a dtype polyad supports.
     :raises AxisError: when an axis is not an integer, is out of range for ``x``, or is repeated.
     """
     x = check_tensor(x, "prod")
     t = _dtype_arg("prod", x, dtype, _accumulator(x))
+    red = _all if dt.is_bool(t) else _te_prod  # numpy's bool product
     return _reduction("prod", x, _axes("prod", x, axis), keepdims,
-                      lambda e, k: _te_prod(cast(e, t), axis=k), lambda e: cast(e, t))
+                      lambda e, k: red(cast(e, t), axis=k), lambda e: cast(e, t))
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001

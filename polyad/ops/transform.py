@@ -696,7 +696,10 @@ def pad(x, pad_width, mode="constant", constant_values=0, name="pad"):
     if mode == "constant":
         if not np.ndim(constant_values) == 0:
             raise ShapeError(f"{name} of tensor {x.name!r}: constant_values must be one scalar")
-        value = as_expr(constant_values, x.dtype)  # DtypeError for 0.5 padding an integer tensor
+        try:
+            value = as_expr(constant_values, x.dtype)
+        except DtypeError as e:  # 0.5 padding an integer tensor: name the op and the tensor
+            raise DtypeError(f"{name} of tensor {x.name!r}: constant_values: {e}") from None
 
         def body(*i):
             idx = tuple(i[d] - pw[d][0] for d in range(x.ndim))

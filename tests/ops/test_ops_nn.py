@@ -557,6 +557,10 @@ def test_other_bad_input():
         pa.ops.sum(P, 1, keepdims="yes")
     assert pa.nn.pool2d(P, 3, 2, ceil_mode=np.True_).shape == (1, 3, 2, 2)  # numpy's bools, and 0 and 1
     assert pa.ops.sum(P, 1, keepdims=1).shape == (1, 1, 4, 4)
+    with pytest.raises(pa.DtypeError, match=r"pool2d: tensor 'Q' is bool; cast it"):  # "max of a bool expression"
+        pa.nn.pool2d(ph((1, 1, 4, 4), "Q", "bool"), 2)
+    with pytest.raises(pa.DtypeError, match=r"pad of tensor 'I': constant_values: cannot use the float constant 0.5"):
+        pa.ops.pad(ph((4,), "I", "int32"), 1, constant_values=0.5)
     # one check for every op: the op and the argument are named
     with pytest.raises(pa.DtypeError, match=r"dense: expected a tensor for weight, got ndarray"):
         pa.nn.dense(X, np.ones((3, 5)))

@@ -76,6 +76,9 @@ def test_dtype_argument_and_numpy_accumulators():
         ops.mean(N, dtype="int32")
     with pytest.raises(pa.DtypeError, match="sum of tensor 'F'.*float16"):
         ops.sum(F, dtype="float16")
+    z = np.array([[0, 0, 0, 0], [0, 1.5, 0, 0], [1, 2, 3, -1]], "float32")  # bool: numpy's any and all
+    check(pa.evaluate(ops.sum(F, 1, dtype="bool"), {F: z}), np.sum(z, 1, dtype=bool))
+    check(pa.evaluate(ops.prod(F, 1, dtype=bool), {F: z}), np.prod(z, 1, dtype=bool))
 
 
 def test_max_min_propagate_nan_and_handle_infinities():
