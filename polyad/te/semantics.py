@@ -24,6 +24,14 @@ def _floormod(a, b):
     return a - np.floor(a / b) * b
 
 
+def _power(a, b):
+    if not np.issubdtype(np.result_type(a, b), np.integer):
+        return np.power(a, b)
+    # a negative exponent: 1 / a**-b truncated, as compiled code's pa_ipow (numpy raises)
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(np.asarray(b) % 2 == 1, -1, 1), 0))
+    return np.where(np.asarray(b) < 0, neg, np.power(a, np.maximum(b, 0)))
+
+
 def _sigmoid(x):
     return np.exp(-np.logaddexp(np.zeros((), x.dtype), -x))
 
@@ -49,7 +57,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 NUMPY_OPS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": _floordiv, "floormod": _floormod, "min": np.minimum, "max": np.maximum,
-    "pow": np.power,
+    "pow": _power,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal,
     "and": np.logical_and, "or": np.logical_or, "not": np.logical_not,

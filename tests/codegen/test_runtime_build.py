@@ -135,6 +135,22 @@ def test_casts_out_of_range_saturate_and_narrowing_wraps_in_scalar_and_vector_co
         np.testing.assert_array_equal(got[1], b)
 
 
+def test_integer_division_by_zero_and_negative_powers_agree_with_pa_evaluate():
+    # C leaves them undefined; numpy raises for a negative power (a raw ValueError out of pa.evaluate) where the
+    # build gave 0: both now give 1 / a**-b truncated, and x // 0 == x % 0 == 0
+    A = pa.placeholder((8,), "int32", name="A")
+    B = pa.placeholder((8,), "int32", name="B")
+    outs = [pa.ops.power(A, B), pa.ops.floor_divide(A, B), pa.ops.mod(A, B)]
+    a = np.array([2, 0, 3, 1, -1, -1, -2, 5], "int32")
+    b = np.array([-1, -1, 2, -5, -3, -4, 0, 0], "int32")
+    want = pa.evaluate(outs, {A: a, B: b})
+    np.testing.assert_array_equal(want[0], [0, 0, 9, 1, -1, 1, 1, 1])
+    np.testing.assert_array_equal(want[1][-2:], [0, 0])
+    np.testing.assert_array_equal(want[2][-2:], [0, 0])
+    for w, g in zip(want, pa.build(outs, [A, B])(a, b)):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
