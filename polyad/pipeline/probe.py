@@ -231,7 +231,10 @@ def _child(argv):
     ap.add_argument("--calibrate", default=None, help="calibrate at these widths afterwards (comma-separated)")
     ap.add_argument("--hook", default=None, help="module:function called with each family first (tests)")
     args = ap.parse_args(argv)
+    from ..runtime.builder import end_with_parent
     from ..runtime.device import find_by_key
+
+    end_with_parent()
 
     device = find_by_key(args.device)
     hook = None

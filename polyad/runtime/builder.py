@@ -70,7 +70,7 @@ def child_env(**extra):
     import polyad
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(polyad.__file__)))
-    env = dict(os.environ, **extra)
+    env = dict(os.environ, POLYAD_PARENT_PID=str(os.getpid()), **extra)
     # some virtualenvs' site module has no getsitepackages
     sites = {os.path.abspath(d) for d in [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]}
     if root not in sites:
@@ -212,8 +212,26 @@ def _build_log(prg, device):
 # ---------------------------------------------------------------------------------------------
 # the worker process
 # ---------------------------------------------------------------------------------------------
+def end_with_parent(period=1.0):
+    """End this child process (a worker started with :func:`child_env`) once its parent has: a worker whose parent
+    was killed mid-job went on at 90% CPU until its trial launch ended.  A thread polls, since the kernel's
+    parent-death signal follows the parent's thread that started the child, and builds start workers from any
+    thread."""
+    parent = os.environ.get("POLYAD_PARENT_PID")
+    if not parent or not parent.isdigit():
+        return
+
+    def watch():
+        while os.getppid() == int(parent):
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
 def _worker():
     """Answer one JSON request per stdin line with one JSON line on stdout."""
+    end_with_parent()
     out = sys.stdout
     sys.stdout = sys.stderr  # nothing else may write into the answer channel
     for line in sys.stdin:

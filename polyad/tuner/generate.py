@@ -22,7 +22,7 @@ import pickle
 import sys
 
 from ..errors import PolyadError
-from ..runtime.builder import LineProcess, import_failure, install_error
+from ..runtime.builder import LineProcess, end_with_parent, import_failure, install_error
 
 
 class Programs:
@@ -169,6 +169,7 @@ def _serve():
     from ..pipeline.programs import program_data
     from ..schedule import Schedule
 
+    end_with_parent()
     out = sys.stdout
     sys.stdout = sys.stderr  # nothing else may write into the answer channel
     hello = json.loads(sys.stdin.readline())

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -210,6 +211,45 @@ def test_ctrl_c_while_a_worker_compiles_closes_it(device, monkeypatch):
         assert b"second" in binary and b"first" not in binary
     finally:
         w.close()
+
+
+def test_a_worker_ends_when_its_parent_is_killed_mid_job(device, tmp_path):
+    # it went on at 90% CPU until its trial launch ended (here: never)
+    script = tmp_path / "parent.py"
+    script.write_text(f"""
+import sys, uuid
+from polyad.runtime import builder
+from polyad.runtime.device import device_key
+from polyad.pipeline import select_device
+w = builder.Worker()
+job = builder.make_job("// " + str(uuid.uuid4()) + "\\n" + {SPIN!r}, device_key(select_device()),
+                       launches=[("spin", [(64, "float32")], (1,), None)])
+w._start()
+print(w.proc.pid, flush=True)
+w.compile(job, timeout=600)
+""")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=builder.child_env())
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(3)  # the job is in the worker: compiled, spinning in its trial launch
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.2)
+        assert not _alive(worker), "the worker outlived its parent"
+    finally:
+        parent.kill()
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
 
 
 def test_a_worker_that_does_not_answer_in_time_is_a_compiler_crash(device):
