@@ -28,6 +28,10 @@ from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_li
 #: Elements of the largest array one block of a stage may broadcast to.
 BLOCK_ELEMENTS = 1 << 23
 
+#: int32 arithmetic is computed in 64 bits and wraps where it is stored (or cast), as compiled code on CPUs
+#: computes it: index arithmetic such as ``(i * 1000000 + j) % 7`` is then exact, as isl takes it
+_COMPUTED = {"int32": "int64"}
+
 #: CommReducer.kind() -> (numpy reduction, the name of the combining op in NUMPY_OPS)
 REDUCTIONS = {"sum": (np.sum, "add"), "prod": (np.prod, "mul"), "max": (np.max, "max"), "min": (np.min, "min")}
 
@@ -64,6 +68,8 @@ class Block:
         if hit is not None:
             return hit[1]
         r = self._ev(e, mask)
+        if r.dtype == np.int32:  # loaded, a constant or a cast: operands of int32 arithmetic are 64-bit
+            r = r.astype(np.int64)
         self.memo[key] = (mask, r)  # hold mask so its id is not reused
         return r
 
@@ -96,7 +102,7 @@ class Block:
                 b = self.ev(args[1], _and(mask, guard) if a.ndim else mask)
                 return NUMPY_OPS[op](a, b)
             vals = [self.ev(a, mask) for a in args]
-            return np.asarray(NUMPY_OPS[op](*vals)).astype(e.dtype, copy=False)
+            return np.asarray(NUMPY_OPS[op](*vals)).astype(_COMPUTED.get(e.dtype, e.dtype), copy=False)
         if isinstance(e, Reduce):
             raise PolyadError(f"{self.where}: a reduction inside an expression (only allowed at the top of a body)")
         raise PolyadError(f"{self.where}: cannot evaluate {e!r}")
@@ -309,7 +315,8 @@ def _reduce(body, blk, data_shape, n):
         env.update((id(v), b) for v, b in zip(comb.rhs, rhs))
         shape = np.broadcast_shapes(lhs[0].shape, rhs[0].shape)
         fb = Block(blk.values, env, len(shape), blk.where)
-        return [np.broadcast_to(fb.ev(r), shape).astype(r.dtype, copy=False) for r in comb.result]
+        return [np.broadcast_to(fb.ev(r), shape).astype(_COMPUTED.get(r.dtype, r.dtype), copy=False)
+                for r in comb.result]
 
     while parts[0].shape[-1] > 1:
         if parts[0].shape[-1] % 2:

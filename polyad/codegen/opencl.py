@@ -1331,7 +1331,11 @@ def _reads(values):
 
 
 def needs_wide_index(tensors, statements):
-    """True when a buffer or a statement variable's range leaves the int32 range."""
+    """True when a buffer, a statement variable's range, or index arithmetic (an int32 expression of the
+    variables and constants: ``X[(i * 1000000 + j) % 7]``) leaves the int32 range.  Arithmetic on loaded values
+    is the data's, and wraps as it does wherever it is computed."""
+    from ..poly.bounds import interval
+
     for t in tensors:
         if t.size > _INT32_MAX:
             return True
@@ -1339,6 +1343,13 @@ def needs_wide_index(tensors, statements):
         for v in st.vars:
             if abs(v.lo) > _INT32_MAX or abs(v.lo + v.extent) > _INT32_MAX:
                 return True
+        ranges = {id(v): (v.lo, v.lo + v.extent - 1) for v in st.vars}
+        memo = {}
+        for nd in post_order(tuple(st.values)):
+            if isinstance(nd, Call) and nd.dtype == "int32":
+                lo, hi = interval(nd, lambda v: ranges.get(id(v), (-math.inf, math.inf)), memo)
+                if math.isfinite(lo) and lo < -_INT32_MAX - 1 or math.isfinite(hi) and hi > _INT32_MAX:
+                    return True
     return False
 
 

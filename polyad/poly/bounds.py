@@ -206,7 +206,7 @@ class _Reads:
                     raise NotAffine(ix)
                 a = self.conv.aff(ix)
             except NotAffine:
-                lo, hi = _interval(ix, self._range)
+                lo, hi = interval(ix, self._range)
                 if not (lo >= 0 and hi <= n - 1):
                     unbounded.append(ax)
                 continue
@@ -280,11 +280,19 @@ def _floordiv(x, y):
     return x // y
 
 
-def _interval(e, var_range):
+def interval(e, var_range, memo=None):
     """(lo, hi) bounds of integer expression ``e`` (infinite where nothing bounds it); ``var_range(v)``: a
-    variable's."""
+    variable's.  ``memo`` (id of a node -> its bounds) is shared by calls on the nodes of one expression."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(e))
+    if hit is None:
+        hit = memo[id(e)] = _interval(e, var_range, memo)
+    return hit
+
+
+def _interval(e, var_range, memo):
     def iv(x):
-        return _interval(x, var_range)
+        return interval(x, var_range, memo)
 
     if isinstance(e, Const):
         return (e.value, e.value) if dt.is_int(e.dtype) or dt.is_bool(e.dtype) else (-_INF, _INF)

@@ -151,6 +151,30 @@ def test_integer_division_by_zero_and_negative_powers_agree_with_pa_evaluate():
         np.testing.assert_array_equal(g, w)
 
 
+def test_int32_arithmetic_is_exact_until_stored_in_pa_evaluate_and_compiled_code():
+    # index arithmetic past int32 ((i * 1000000 + j) % 7): pa.evaluate wrapped it per operation where the CPU build
+    # computed it in 64 bits, and code with 32-bit indices (a GPU's) computed it in int: both now exact
+    from polyad.pipeline import generate
+
+    X = pa.placeholder((7,), name="X")
+    Y = pa.compute((5000, 8), lambda i, j: X[pa.floormod(i * 1000000 + j, 7)], name="Y")
+    x = np.arange(7, dtype="float32")
+    ii, jj = np.meshgrid(np.arange(5000), np.arange(8), indexing="ij")
+    want = x[(ii * 1000000 + jj) % 7]
+    np.testing.assert_array_equal(pa.evaluate(Y, {X: x}), want)
+    np.testing.assert_array_equal(pa.build(Y, [X])(x), want)
+    assert generate([Y], [X], "naive").wide_index  # the index needs 64 bits wherever it is computed
+    small = pa.compute((8,), lambda i: X[pa.floormod(i * 1000 + 3, 7)], name="S")
+    assert not generate([small], [X], "naive").wide_index
+    # data arithmetic past int32 wraps where it is stored: a comparison before that sees the exact value
+    A = pa.placeholder((3,), "int32", name="A")
+    P = pa.compute((3,), lambda i: pa.cast(A[i] * A[i] > 0, "int32") + A[i] * A[i], name="P")
+    a = np.array([50000, -70000, 3], "int32")
+    got = pa.evaluate(P, {A: a})
+    np.testing.assert_array_equal(got, (1 + a.astype("int64") ** 2).astype("int32"))
+    np.testing.assert_array_equal(pa.build(P, [A])(a), got)
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
