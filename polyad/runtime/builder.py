@@ -286,10 +286,11 @@ class LineProcess:
         try:
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
+            proc = self.proc  # close() on another thread forgets it: this thread then reads a closed pipe
             start = self.err.tell()
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
-            line = _readline(self.proc, timeout)
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+            line = _readline(proc, timeout)
         except TimeoutError:  # before OSError, its base class: a slow answer is not a dead process
             self.close()
             raise
@@ -304,16 +305,20 @@ class LineProcess:
         """How the process ended and its last error line on stderr after ``start`` (``"(SIGABRT): ..."``); it is
         reaped and forgotten."""
         rc = None
-        if self.proc is not None:
+        proc, err = self.proc, self.err  # close() may run on another thread (Ctrl-C in the tuner's pool)
+        if proc is not None:
             try:
-                rc = self.proc.wait(timeout=10)
+                rc = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                proc.kill()
         text = ""
-        if self.err is not None:
-            self.err.seek(start)
-            text = self.err.read().decode(errors="replace")
-            self.err.seek(0, 2)
+        if err is not None:
+            try:
+                err.seek(start)
+                text = err.read().decode(errors="replace")
+                err.seek(0, 2)
+            except (OSError, ValueError):  # closed meanwhile
+                text = ""
         self.proc = None
         if rc is not None and rc < 0:
             try:
@@ -327,20 +332,22 @@ class LineProcess:
         return f"({how})" + (f": {msg[-1][:400]}" if msg else "")
 
     def close(self):
-        if self.proc is not None:
+        # taken first: a thread reading this process may forget it meanwhile (died() after Ctrl-C closed it; its
+        # AttributeError replaced the KeyboardInterrupt)
+        proc, self.proc = self.proc, None
+        if proc is not None:
             try:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+                proc.kill()
+                proc.wait(timeout=5)
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
-            for pipe in (self.proc.stdin, self.proc.stdout):  # else a ResourceWarning at every cold build
+            for pipe in (proc.stdin, proc.stdout):  # else a ResourceWarning at every cold build
                 with contextlib.suppress(OSError, ValueError):
                     if pipe is not None:
                         pipe.close()
-            self.proc = None
-        if self.err is not None:  # read by died() before a close, never after
-            self.err.close()
-            self.err = None
+        err, self.err = self.err, None
+        if err is not None:  # read by died() before a close, never after
+            err.close()
 
 
 class Worker(LineProcess):

@@ -213,6 +213,27 @@ def test_ctrl_c_while_a_worker_compiles_closes_it(device, monkeypatch):
         w.close()
 
 
+def test_closing_a_worker_while_another_thread_sees_it_die_raises_nothing(device):
+    # the tuner closes its workers on Ctrl-C while their reader threads see them die: died() forgot the process
+    # between close()'s check and its use, and an AttributeError replaced the KeyboardInterrupt
+    w = builder.Worker()
+    try:
+        assert w.compile(_job(device))
+        proc, kill = w.proc, w.proc.kill
+
+        def kill_then_reader_sees_it():
+            kill()
+            w.died(0)  # the reader thread, at the worst moment
+
+        proc.kill = kill_then_reader_sees_it
+        w.close()
+        assert w.proc is None and w.err is None
+        assert w.died(0).startswith("(")  # after the close too
+        assert w.compile(_job(device))
+    finally:
+        w.close()
+
+
 def test_a_worker_ends_when_its_parent_is_killed_mid_job(device, tmp_path):
     # it went on at 90% CPU until its trial launch ended (here: never)
     script = tmp_path / "parent.py"
