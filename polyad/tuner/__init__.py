@@ -14,6 +14,7 @@ logs it writes.
 """
 
 import contextlib
+import math
 import numbers
 import time
 import warnings
@@ -184,8 +185,17 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         raise PolyadError(f"tune: unknown policy {policy!r} (known: {sorted(POLICIES)})")
     if not isinstance(trials, int) or trials < 1:
         raise PolyadError(f"tune: trials must be a positive integer, got {trials!r}")
-    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, numbers.Real)):
+    if time_budget is not None and (isinstance(time_budget, bool) or not isinstance(time_budget, numbers.Real)
+                                    or math.isnan(time_budget)):
         raise PolyadError(f"tune: time_budget must be a number of seconds or None, got {time_budget!r}")
+    if time_budget is not None and math.isinf(time_budget) and time_budget > 0:
+        time_budget = None  # no limit (it overflowed the pacing's int())
+    for arg, value, least in (("repeat", repeat, 1), ("confirm", confirm, 0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            # repeat=0 measured nothing: every time NaN, every record unusable
+            raise PolyadError(f"tune: {arg} must be an integer >= {least}, got {value!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < math.inf:
+        raise PolyadError(f"tune: timeout must be a positive, finite number of seconds, got {timeout!r}")
     start = time.perf_counter()
     outs_list = as_tensor_list(outputs, "tune outputs")
     ins_list = as_tensor_list(inputs, "tune inputs")

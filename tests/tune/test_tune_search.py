@@ -422,6 +422,15 @@ def test_unknown_policy_and_bad_trials_are_errors(conv):
         _tune(ctx, outs, ins, trials=0)
     with pytest.raises(pa.PolyadError, match="time_budget must be a number of seconds"):
         _tune(ctx, outs, ins, trials=2, time_budget="5")
+    with pytest.raises(pa.PolyadError, match="time_budget must be a number of seconds or None, got nan"):
+        _tune(ctx, outs, ins, trials=2, time_budget=float("nan"))
+    # repeat=0 measured nothing (every time NaN, every record unusable); inf overflowed the pacing
+    with pytest.raises(pa.PolyadError, match="repeat must be an integer >= 1, got 0"):
+        _tune(ctx, outs, ins, trials=2, repeat=0)
+    with pytest.raises(pa.PolyadError, match="timeout must be a positive, finite number"):
+        _tune(ctx, outs, ins, trials=2, timeout=float("inf"))
+    res, _ = _tune(ctx, outs, ins, trials=3, time_budget=float("inf"))  # no limit
+    assert res.trials == 3
 
 
 def test_runs_that_spread_widely_are_not_settled():
