@@ -793,6 +793,8 @@ def read_log(path, strict=True):
                 continue
             except json.JSONDecodeError as e:
                 problem = f"not JSON ({e.msg} at column {e.colno})"
+            except RecursionError:  # a line of 100000 nested brackets: not a record, and not a crash
+                problem = "nested deeper than any record"
             except TuningLogError as e:
                 problem = str(e)[len(where) + 2:] if str(e).startswith(where) else str(e)
         torn_text = raw.decode("utf-8", errors="replace")

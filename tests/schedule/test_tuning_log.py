@@ -191,6 +191,11 @@ def test_corrupt_middle_line_names_file_and_line(tmp_path):
         read_log(path)
     with pytest.warns(RuntimeWarning, match=r"log\.jsonl.*line 2.*skipped"):
         assert len(read_log(path, strict=False)) == 2
+    path.write_text("\n".join([good, "[" * 100000 + "]" * 100000, good, ""]))  # a RecursionError from json
+    with pytest.raises(pa.TuningLogError, match=r"line 2: nested deeper than any record"):
+        read_log(path)
+    with pytest.warns(RuntimeWarning, match=r"line 2: nested deeper than any record; the line is skipped"):
+        assert len(read_log(path, strict=False)) == 2
     data = json.loads(good)
     del data["config"]
     path.write_text("\n".join([good, good, json.dumps(data), ""]))
