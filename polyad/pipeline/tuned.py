@@ -26,27 +26,51 @@ class Plan:
     lookup: object = None
     token: str = ""
     fallback: object = None
+    stage_keys: tuple = ()  # for a whole logged schedule: (stage name, stage key) of the graph it was measured on
 
     def resolve(self, renamed, model):
         """The :class:`~polyad.schedule.Schedule` for ``renamed`` (uniquely named outputs) on ``model``."""
         from ..errors import ScheduleError
         from ..schedule import resolve
-        from ..schedule.graph import validate
 
         sched = resolve(self.schedule, renamed, model, lookup=self.lookup)
         if self.fallback is None:
             return sched
         try:
-            validate(renamed, sched)
-            return sched
+            moved = self._moved_stage(renamed, sched)
+            if moved is None:
+                return sched
+            problem = f"its stage {moved!r} is another stage in this graph"
         except ScheduleError as e:
-            # the keys are structural, the schedule names stages: take the logged stages by their keys instead
-            import dataclasses
+            problem = str(e).splitlines()[0]
+        # the keys are structural, the schedule names stages: take the logged stages by their keys instead
+        import dataclasses
 
-            auto = resolve("auto", renamed, model, lookup=self.fallback)
-            why = (f"the tuning log's schedule of this graph names other stages ({str(e).splitlines()[0]}); "
-                   "its stages are applied by their keys instead")
-            return dataclasses.replace(auto, name="tuned", notes=(why,) + auto.notes)
+        auto = resolve("auto", renamed, model, lookup=self.fallback)
+        why = (f"the tuning log's schedule of this graph does not fit it ({problem}); its stages are applied by "
+               "their keys instead")
+        return dataclasses.replace(auto, name="tuned", notes=(why,) + auto.notes)
+
+    def _moved_stage(self, renamed, sched):
+        """A stage the logged schedule names that is another stage here (its key differs: a graph of the same
+        structure with its stages' names permuted, whose whole schedule went by name to the wrong stages), or
+        None.  ScheduleError when the schedule does not fit the graph at all."""
+        from ..errors import PolyadError
+        from ..schedule import prepare
+        from ..schedule.tuning import stage_key
+        from ..te.tensor import PlaceholderOp, walk_ops
+
+        graph, _ = prepare(renamed, sched)
+        keys = dict(self.stage_keys)
+        for op in walk_ops(graph):
+            if isinstance(op, PlaceholderOp) or op.name not in keys:
+                continue
+            try:
+                if stage_key(op) != keys[op.name]:
+                    return op.name
+            except PolyadError:  # a stage without a key is compared by nothing
+                continue
+        return None
 
 
 def plan(schedule, outputs, inputs, dev):
@@ -68,7 +92,9 @@ def plan(schedule, outputs, inputs, dev):
 
             note = f"the fastest schedule of this graph in the tuning log: {rec.where()}"
             return Plan(dataclasses.replace(sched, name="tuned", notes=(note,)), None, db.digest(),
-                        fallback=db.lookup_for(dkey))
+                        fallback=db.lookup_for(dkey),
+                        stage_keys=tuple((n, s["key"]) for n, s in sorted(rec.stages.items())
+                                         if isinstance(s, dict) and "key" in s))
         lookup = _Counting(db.lookup_for(dkey))
         return Plan("auto", lookup, db.digest() + "|stages")
     if isinstance(schedule, str) and schedule == "auto":

@@ -19,7 +19,7 @@ from ..te.memo import Recent
 from ..te.tensor import as_tensor_list
 from . import Schedule, StageSchedule
 from .cost import StageInfo, full_fraction, stage_cost, stage_features, stage_info
-from .graph import stage_ops, uniquely_named
+from .graph import check_stage_schedule, stage_ops, uniquely_named
 from .model import DeviceModel
 from .space import (INLINE_MAX_DEPTH, INLINE_MAX_SIZE, RULE, RULES, Space, candidate_space, graph_decisions,
                     stage_space)
@@ -78,9 +78,14 @@ def _auto_schedule(outs, dm, renamed, lookup):
             rec = _record(lookup, op)
             if rec is not None:
                 ss, source = rec
-                stages[op.name] = ss
-                notes.append(f"{op.name}: {ss.describe()} (from the tuning log: {source})")
-                continue
+                try:  # a record edited by hand: one bad line broke every build with the stage
+                    check_stage_schedule(op.name, op, ss)
+                except ScheduleError as e:
+                    notes.append(f"{op.name}: the tuning log's record does not fit it ({e}; {source}): not used")
+                else:
+                    stages[op.name] = ss
+                    notes.append(f"{op.name}: {ss.describe()} (from the tuning log: {source})")
+                    continue
         info = graph.infos[op.name]
         best, note = _argmin(op, info, stage_space(op, dm, graph, info, ranked_only=True), dm)
         if best is not None:

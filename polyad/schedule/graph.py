@@ -1297,7 +1297,8 @@ def _uses(e, v):
 # ---------------------------------------------------------------------------------------------
 # checking and applying a Schedule
 # ---------------------------------------------------------------------------------------------
-def _check_stage_schedule(name, op, ss):
+def check_stage_schedule(name, op, ss):
+    """Raise ScheduleError (naming the stage) when stage schedule ``ss`` does not fit stage ``op``'s loops."""
     rank = len(op.shape)
     if ss.tile is not None and len(ss.tile) != rank:
         raise ScheduleError(
@@ -1383,12 +1384,12 @@ def _checked(outs, schedule):
         if n not in by_name and n not in after:
             raise ScheduleError(f"the schedule names stage {n!r}, which the graph does not have (stages: {listing})")
         if n in by_name:
-            _check_stage_schedule(n, by_name[n], schedule.stages[n])
+            check_stage_schedule(n, by_name[n], schedule.stages[n])
         if n in after and after[n] is not by_name.get(n):  # a split stage's loops are the split's
-            _check_stage_schedule(n, after[n], schedule.stages[n])
+            check_stage_schedule(n, after[n], schedule.stages[n])
     for n, op in by_name.items():
         if n not in schedule.stages and n not in schedule.inline:
-            _check_stage_schedule(n, op, schedule.default)
+            check_stage_schedule(n, op, schedule.default)
     return split, inlined
 
 

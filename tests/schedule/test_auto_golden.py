@@ -156,6 +156,16 @@ def test_a_lookup_record_replaces_the_stage_choice_and_none_changes_nothing():
     prepare(grads, s)  # fits the graph
     with pytest.raises(Exception, match="expected None or"):
         auto_schedule(grads, device=dm, lookup=lambda op: "8x8")
+    # a record that does not fit its stage (a log edited by hand) is not used: it broke every build with the stage
+    wrong = StageSchedule(tile=(1,) * (len(plain.stages[target].tile) - 1) + (3,), vectorize=8)
+
+    def edited(op):
+        return (wrong, "log.jsonl, trial 8") if op.name == target else None
+
+    s = auto_schedule(grads, device=dm, lookup=edited)
+    assert s.stages[target] == plain.stages[target]
+    assert any(n.startswith(f"{target}: the tuning log's record does not fit it") and "not used" in n for n in s.notes)
+    prepare(grads, s)
 
 
 def test_stage_space_names_the_rule_of_each_candidate():

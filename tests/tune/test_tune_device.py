@@ -3,6 +3,7 @@ the log applied by pa.tuned / pa.tuning_log / $POLYAD_TUNING_LOG, the CLI, and a
 
 import dataclasses
 import json
+import re
 import warnings
 
 import numpy as np
@@ -311,10 +312,44 @@ def test_a_logged_schedule_of_the_same_structure_with_other_stage_names_applies_
     assert "H_pad" in got.stages  # it fits the graph it was tuned on
     outs2, ins2 = conv("G")
     got2 = resolve_schedule(outs2, pa.tuned(log), inputs=ins2)
-    assert got2.name == "tuned" and "names other stages" in got2.notes[0]
+    assert got2.name == "tuned" and "does not fit it" in got2.notes[0]
     a = _arrays(ins2)
     for g, r in zip(pa.build(outs2, ins2, schedule=pa.tuned(log))(*a), pa.evaluate(outs2, dict(zip(ins2, a)))):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
+
+
+def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_are_permuted(tmp_path):
+    """Two graphs of one structure, stages A and C swapped: one workload key, and the schedule of the first fits
+    the second by name, so its blocks went to the other stages. The record's stage keys tell them apart."""
+    from polyad.pipeline import _renamed, resolve_schedule, select_device
+    from polyad.runtime.device import device_key
+    from polyad.schedule import prepare
+    from polyad.schedule.tuning import Record, TuningLog, stage_key, workload_key
+
+    def graph(a, c):
+        X = pa.placeholder((8, 12), name="X")
+        A = pa.compute((8, 12), lambda i, j: pa.exp(X[i, j]) * 0.5, name=a)
+        k = pa.reduce_axis((0, 12), name="k")
+        B = pa.compute((8,), lambda i: pa.sum(A[i, k], axis=k), name="B")
+        C = pa.compute((8, 12), lambda i, j: A[i, j] / B[i], name=c)
+        return [pa.compute((8, 12), lambda i, j: pa.tanh(C[i, j]) + X[i, j], name="D")], [X]
+
+    outs, ins = graph("A", "C")
+    mine = pa.Schedule("mine", stages={"A": pa.StageSchedule(tile=(2, 4), vectorize=4),
+                                       "C": pa.StageSchedule(tile=(8, 12))})
+    prepared, _ = prepare(_renamed(outs), mine)
+    entries = {op.name: (stage_key(op), mine.stages.get(op.name, mine.default), 1e-9)
+               for op in pa.te.walk_ops(prepared) if not isinstance(op, pa.te.PlaceholderOp)}
+    log = tmp_path / "swap.jsonl"
+    with TuningLog(log) as w:
+        w.append(Record.of(mine, workload_key(_renamed(outs), ins), device_key(select_device()), trial=1,
+                           candidate="hand", stages=entries, times=[1e-9]))
+    assert resolve_schedule(outs, pa.tuned(log), inputs=ins).stages["A"].vectorize == 4  # its own graph
+    outs2, ins2 = graph("C", "A")
+    assert workload_key(_renamed(outs2), ins2) == workload_key(_renamed(outs), ins)
+    got = resolve_schedule(outs2, pa.tuned(log), inputs=ins2)
+    assert re.search(r"does not fit it \(its stage '[AC]' is another stage in this graph\)", got.notes[0]), got.notes
+    assert got.stages.get("A") != mine.stages["A"]  # the exp stage's block does not go to the division here
 
 
 def test_the_tuner_measures_the_program_pa_build_compiles(monkeypatch):
