@@ -22,7 +22,7 @@ import numpy as np
 from .errors import EvaluationError, OutOfBoundsError, PolyadError
 from .te import dtype as dt
 from .te.expr import Call, Const, Load, Reduce, Var
-from .te.semantics import NUMPY_OPS, cast
+from .te.semantics import NUMPY_OPS, cast, pow_by_chain, pow_chain
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_list, walk_ops
 
 #: Elements of the largest array one block of a stage may broadcast to.
@@ -102,6 +102,9 @@ class Block:
                 b = self.ev(args[1], _and(mask, guard) if a.ndim else mask)
                 return NUMPY_OPS[op](a, b)
             vals = [self.ev(a, mask) for a in args]
+            chain = op == "pow" and dt.is_float(e.dtype) and isinstance(args[1], Const) and pow_chain(args[1].value)
+            if chain:  # as compiled code computes it
+                return np.asarray(pow_by_chain(vals[0], chain)).astype(e.dtype, copy=False)
             return np.asarray(NUMPY_OPS[op](*vals)).astype(_COMPUTED.get(e.dtype, e.dtype), copy=False)
         if isinstance(e, Reduce):
             raise PolyadError(f"{self.where}: a reduction inside an expression (only allowed at the top of a body)")

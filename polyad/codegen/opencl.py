@@ -39,6 +39,7 @@ import islpy as isl
 
 from ..te import dtype as dt
 from ..te.expr import Call, Const, Load, Var
+from ..te.semantics import pow_chain
 from ..te.visit import post_order
 from ..poly.stage import dim_names
 from . import vectorize as vz
@@ -328,7 +329,6 @@ class ExprPrinter:
             return f"({s} != 0)" if t.dtype == "bool" else s
         op, args = e.op, e.args
         ct = ctx.ctype(e.dtype)
-        at = ctx.ctype(args[0].dtype) if args else ct
         if op in ("floordiv", "floormod"):
             if dt.is_float(e.dtype):
                 q = f"floor({a[0]} / {a[1]})"
@@ -348,6 +348,9 @@ class ExprPrinter:
                 return f"{ctx.helper('f' + op, ct)}({_strip(a[0])}, {_strip(a[1])})"
             return f"{op}({_strip(a[0])}, {_strip(a[1])})"
         if op == "pow":
+            chain = dt.is_float(e.dtype) and isinstance(args[1], Const) and pow_chain(args[1].value)
+            if chain:
+                return _pow_text(ctx, e.dtype, a[0], chain)
             if dt.is_float(e.dtype):
                 return f"pow({_strip(a[0])}, {_strip(a[1])})"
             return f"{ctx.helper('ipow', ct)}({_strip(a[0])}, {_strip(a[1])})"
@@ -378,6 +381,18 @@ class ExprPrinter:
                 return f"({a[0]} != {ctx.lit(0, src)})"
             return convert(ctx, src, e.dtype, a[0])
         raise ValueError(f"no OpenCL form for the operator {op!r}")
+
+
+def _pow_text(ctx, dtype, x, chain):
+    """C text of ``pow(x, c)`` as :func:`polyad.te.semantics.pow_chain` decomposes ``c`` (scalars and vectors)."""
+    m, q, negative = chain
+    base = f"({x} + {ctx.lit(0.0, dtype)})" if q else x
+    parts = [base] * m
+    if q:
+        root = f"sqrt({_strip(base)})"
+        parts.append({1: f"sqrt({root})", 2: root, 3: f"({root} * sqrt({root}))"}[q])
+    r = f"({' * '.join(parts)})" if len(parts) > 1 else parts[0]
+    return f"({ctx.lit(1.0, dtype)} / {r})" if negative else r
 
 
 def convert(ctx, src, dtype, x, width=None):

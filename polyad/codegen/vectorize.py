@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..te import dtype as dt
-from ..te.expr import Call, Load, Var
+from ..te.expr import Call, Const, Load, Var
+from ..te.semantics import pow_chain
 from ..te.visit import post_order
 
 # operators applied to whole OpenCL vectors (scalar operands widen implicitly)
@@ -197,6 +198,8 @@ def _form(nd, kids, forms, unit, width):
         ops = VEC_FLOAT_OPS if dt.is_float(nd.dtype) else VEC_INT_OPS
         if nd.op in ops and all(ch.dtype == nd.dtype for ch in kids):
             return VecOp(nd, width)
+        if nd.op == "pow" and dt.is_float(nd.dtype) and isinstance(kids[1], Const) and pow_chain(kids[1].value):
+            return VecOp(nd, width)  # printed as products and square roots, which vectors have
     return Lanes(nd, width)
 
 
