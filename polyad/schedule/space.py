@@ -1185,6 +1185,8 @@ def _copy_rows(op, info, dm, graph):
     if e > _const("copy_rows", "max_row"):
         return []
     vec = next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
+    if not info.vectors:  # a bool copy: no vectors (auto's schedule of a bool transpose was its own ScheduleError)
+        vec = 1
     r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
     while op.shape[-2] % r:
         r -= 1
@@ -1623,7 +1625,8 @@ def stage_space(op, dm, graph=None, info=None, ranked_only=False):
     cap = _const("block_code", "max_statements") if info.reduction or dm.kind != "cpu" else math.inf
     code = _const("block_code", "max_code")
     cands = [c for c in cands if block_statements(c.schedule) <= cap
-             and block_statements(c.schedule, _blocked_shape(info, c.schedule)) <= code]
+             and block_statements(c.schedule, _blocked_shape(info, c.schedule)) <= code
+             and (info.vectors or c.schedule.vectorize == 1)]  # every rule's: a bool output has no vectors
     decided = None
     for r in stage_rules:
         if r.limit is None:

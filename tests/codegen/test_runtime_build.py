@@ -205,6 +205,19 @@ def test_pow_by_a_quarter_constant_is_products_and_square_roots_in_evaluate_and_
             np.testing.assert_array_equal(np.signbit(g[number]), np.signbit(w[number]), err_msg=str(c))
 
 
+def test_auto_schedules_bool_copies_without_vectors():
+    # copy_rows gave a bool transpose float8-like vectors, and the build then refused auto's own schedule
+    B = pa.placeholder((64, 64), dtype="bool", name="B")
+    F = pa.placeholder((64, 64), name="F")
+    outs = [pa.ops.transpose(B), pa.ops.pad(B, ((1, 1), (0, 0))), pa.ops.concatenate([B, B], axis=0),
+            pa.compute((64, 64), lambda i, j: pa.cast(F[j, i], "bool"), name="Cb")]
+    rng = np.random.default_rng(6)
+    b, f = rng.random((64, 64)) > 0.5, rng.standard_normal((64, 64)).astype("float32")
+    want = pa.evaluate(outs, {B: b, F: f})
+    for w, g in zip(want, pa.build(outs, [B, F], schedule="auto")(b, f)):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
