@@ -218,6 +218,20 @@ def test_auto_schedules_bool_copies_without_vectors():
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_floor_division_by_a_constant_at_the_types_minimum(dtype):
+    # (a >= 0 ? a : a - 2) / 3 overflowed at the minimum: INT64_MIN // 3 came out positive, % 3 gave 3
+    info = np.iinfo(dtype)
+    X = pa.placeholder((6,), dtype, name="X")
+    outs = [pa.compute((6,), lambda i, d=d: X[i] // d, name=f"q{d}") for d in (3, 7)]
+    outs += [pa.compute((6,), lambda i, d=d: X[i] % d, name=f"r{d}") for d in (3, 7)]
+    x = np.array([info.min, info.min + 1, -7, -1, 0, info.max], dtype)
+    want = [x // 3, x // 7, x % 3, x % 7]
+    for w, e, g in zip(want, pa.evaluate(outs, {X: x}), pa.build(outs, [X])(x)):
+        np.testing.assert_array_equal(e, w)
+        np.testing.assert_array_equal(g, w)
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
