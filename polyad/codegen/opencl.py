@@ -71,6 +71,18 @@ def _helper_source(name):
     kind, _, suffix = name[3:].rpartition("_")
     t = {"i32": "int", "i64": "long", "f32": "float", "f64": "double"}[suffix]
     u = {"int": "uint", "long": "ulong"}.get(t)
+    if kind in ("floordiv", "floormod") and t in ("float", "double"):
+        # Python's (and numpy's) float // and %, from fmod: floor(a / b) made 1.0 // 0.1 10 (Python: 9) and
+        # 1.0 % 0.1 a negative remainder for a positive divisor
+        z, one, half = ("0.0f", "1.0f", "0.5f") if t == "float" else ("0.0", "1.0", "0.5")
+        fix_mod = f"  if (m != {z}) {{ if ((b < {z}) != (m < {z})) {{ m += b; d -= {one}; }} }} else m = copysign({z}, b);\n"
+        if kind == "floormod":
+            return (f"static inline {t} {name}({t} a, {t} b) {{\n  {t} m = fmod(a, b);\n  if (b == {z}) return m;\n"
+                    f"  {t} d = {z};\n" + fix_mod + "  return m;\n}")
+        return (f"static inline {t} {name}({t} a, {t} b) {{\n  {t} m = fmod(a, b);\n  if (b == {z}) return a / b;\n"
+                f"  {t} d = (a - m) / b;\n" + fix_mod
+                + f"  if (d == {z}) return copysign({z}, a / b);\n  {t} f = floor(d);\n"
+                f"  return (d - f > {half}) ? f + {one} : f;\n}}")
     if kind == "floordiv":
         return (
             f"static inline {t} {name}({t} a, {t} b) {{\n"
@@ -332,11 +344,8 @@ class ExprPrinter:
         op, args = e.op, e.args
         ct = ctx.ctype(e.dtype)
         if op in ("floordiv", "floormod"):
-            if dt.is_float(e.dtype):
-                q = f"floor({a[0]} / {a[1]})"
-                return q if op == "floordiv" else f"({a[0]} - {q} * {a[1]})"
             b = args[1]
-            if isinstance(b, Const) and b.value > 0:
+            if isinstance(b, Const) and b.value > 0 and not dt.is_float(e.dtype):
                 return _floor_by_positive_const(op, a[0], b.value, ct)
             return f"{ctx.helper(op, ct)}({_strip(a[0])}, {_strip(a[1])})"
         if op in ("and", "or") and not self._has_load.get(id(args[1]), True):

@@ -111,7 +111,8 @@ def test_floor_semantics_helpers():
     assert "static inline int pa_floordiv_i32(int a, int b)" in src
     assert "static inline int pa_floormod_i32(int a, int b)" in src
     assert re.search(r"pa_floordiv_i32\((A\[i\]|t0), ", src)
-    assert re.search(r"floor\((F\[i\]|t0) / 2.0f\)", src)
+    assert re.search(r"pa_floordiv_f32\((F\[i\]|t0), 2.0f\)", src)  # Python's float //, from fmod
+    assert "static inline float pa_floormod_f32(float a, float b)" in src
     assert "% " not in _kernel(src, "Q")  # C's truncating % never reaches user arithmetic
     # positive constant divisors need no helper: shift/mask for powers of two, corrected truncation else
     P = pa.compute((6,), lambda i: A[i] // 3 + A[i] % 4 + A[i] // 8, name="P")

@@ -232,6 +232,24 @@ def test_floor_division_by_a_constant_at_the_types_minimum(dtype):
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_division_and_modulo_are_pythons(dtype):
+    # floor(a / b) made 1.0 // 0.1 ten (Python: 9), 1.0 % 0.1 negative and 5 % inf NaN
+    a = np.array([1.0, -5.0, 5.0, 1e30, 1.0, -1.0, 7.5, -7.5, 0.0, -0.0, 3.0, np.inf, np.nan, 2.0], dtype)
+    b = np.array([0.1, np.inf, np.inf, 1e-30, 0.0, 0.0, 2.0, 2.0, 3.0, 3.0, -2.0, 2.0, 1.0, -np.inf], dtype)
+    A = pa.placeholder(a.shape, dtype, name="A")
+    B = pa.placeholder(a.shape, dtype, name="B")
+    outs = [pa.ops.floor_divide(A, B), pa.ops.mod(A, B), pa.compute(a.shape, lambda i: A[i] % 0.25, name="M")]
+    with np.errstate(all="ignore"):
+        want = [a // b, a % b, a % a.dtype.type(0.25)]
+    assert want[0][0] == 9 and want[1][0] > 0.09 and want[1][2] == 5
+    for got in (pa.evaluate(outs, {A: a, B: b}), pa.build(outs, [A, B])(a, b)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            number = ~np.isnan(w)
+            np.testing.assert_array_equal(np.signbit(g[number]), np.signbit(w[number]))
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
