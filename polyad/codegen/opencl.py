@@ -98,6 +98,13 @@ def _helper_source(name):
             f"  {t} r = a % b;\n"
             f"  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}"
         )
+    if kind in ("shl", "shr"):
+        # numpy's: a count outside [0, bits) shifts everything out (OpenCL takes it modulo the bits); a negative
+        # value shifts left through its unsigned twin (C leaves that undefined)
+        bits = 32 if t == "int" else 64
+        out = "0" if kind == "shl" else "(a < 0 ? -1 : 0)"
+        op = f"({t})(({u})a << b)" if kind == "shl" else "a >> b"
+        return f"static inline {t} {name}({t} a, {t} b) {{ return (b < 0 || b >= {bits}) ? {out} : {op}; }}"
     if kind == "ipow":
         return (
             f"static inline {t} {name}({t} a, {t} b) {{\n"
@@ -352,6 +359,13 @@ class ExprPrinter:
             # a right operand without reads is safe to evaluate always: & and | do not branch,
             # which keeps PoCL's work-item loops vectorisable (argmax combiners, guards)
             return f"({a[0]} {'&' if op == 'and' else '|'} {a[1]})"
+        if op in ("shl", "shr"):
+            c = args[1]
+            bits = 8 * {"int": 4, "long": 8}[ct]
+            if isinstance(c, Const) and 0 <= c.value < bits and (op == "shr" or isinstance(args[0], Const)
+                                                                and args[0].value >= 0):
+                return f"({a[0]} {_INFIX[op]} {a[1]})"
+            return f"{ctx.helper(op, ct)}({_strip(a[0])}, {_strip(a[1])})"
         if op in _INFIX:
             return f"({a[0]} {_INFIX[op]} {a[1]})"
         if op in ("min", "max"):
@@ -378,7 +392,9 @@ class ExprPrinter:
             return f"fabs({_strip(a[0])})" if dt.is_float(e.dtype) else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
         if op == "sign":
             one, zero = ctx.lit(1, e.dtype), ctx.lit(0, e.dtype)
-            return f"({a[0]} > {zero} ? {one} : ({a[0]} < {zero} ? -{one} : {a[0]}))"
+            # the last arm keeps NaN, and + 0 makes -0.0 +0.0, as numpy's
+            rest = f"({a[0]} + {zero})" if dt.is_float(e.dtype) else a[0]
+            return f"({a[0]} > {zero} ? {one} : ({a[0]} < {zero} ? -{one} : {rest}))"
         if op == "select":
             mask = _SELECT_MASK.get(ct)
             if mask and self._evaluable(args[1]) and self._evaluable(args[2]):

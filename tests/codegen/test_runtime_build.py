@@ -250,6 +250,30 @@ def test_float_floor_division_and_modulo_are_pythons(dtype):
             np.testing.assert_array_equal(np.signbit(g[number]), np.signbit(w[number]))
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_shifts_are_numpys_for_any_count(dtype):
+    # OpenCL takes the count modulo the bits (5 << 64 was 5, numpy's 0), and C leaves -5 << 3 undefined
+    A = pa.placeholder((12,), dtype, name="A")
+    B = pa.placeholder((12,), dtype, name="B")
+    a = np.array([5, -5, 5, -5, 5, -5, 5, -5, 5, -5, 1, -1], dtype)
+    b = np.array([-1, -1, 0, 0, 3, 3, 31, 31, 64, 64, 70, 70], dtype)
+    outs = [pa.compute((12,), lambda i: A[i] << B[i], name="L"), pa.compute((12,), lambda i: A[i] >> B[i], name="R"),
+            pa.compute((12,), lambda i: A[i] << 3, name="L3"), pa.compute((12,), lambda i: A[i] >> 40, name="R40")]
+    want = [np.left_shift(a, b), np.right_shift(a, b), a << 3, a >> 40]
+    for got in (pa.evaluate(outs, {A: a, B: b}), pa.build(outs, [A, B])(a, b)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_sign_of_negative_zero_is_positive_zero_as_numpys():
+    X = pa.placeholder((4,), name="X")
+    S = pa.compute((4,), lambda i: pa.sign(X[i]), name="S")
+    x = np.array([-0.0, 0.0, -2.0, np.nan], "float32")
+    for got in (pa.evaluate(S, {X: x}), pa.build(S, [X])(x)):
+        np.testing.assert_array_equal(got, np.sign(x))
+        assert not np.signbit(got[0])
+
+
 def test_an_ordered_reducer_keeps_iteration_order_in_every_schedule():
     # composition of maps x -> a*x + b: associative, not commutative; auto and a blocked rfactor must fold the
     # points in iteration order, as pa.evaluate does
