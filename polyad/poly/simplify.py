@@ -140,18 +140,32 @@ def _conjuncts(c):
 def _peel(e, conv, memo=None):
     """Terms ``[(conditions, value)]`` whose sum is ``e`` (zero terms dropped).
 
-    Memoised by node: bodies are DAGs, and an unmemoised walk is exponential in their depth.
+    Memoised by node: bodies are DAGs, and an unmemoised walk is exponential in their depth.  Each node's
+    peeling is a generator that asks for its operands' terms (``yield operand``), driven from an explicit stack:
+    a body 300 selects deep was a RecursionError.
     """
     memo = {} if memo is None else memo
-    hit = memo.get(id(e))
-    if hit is not None:
-        return hit[1]
-    r = _peel_node(e, conv, memo)
-    memo[id(e)] = (e, r)
-    return r
+    stack = [(e, _peel_node(e, conv))]
+    terms = None
+    while stack:
+        node, gen = stack[-1]
+        try:
+            child = gen.send(terms)
+        except StopIteration as done:
+            memo[id(node)] = (node, done.value)
+            stack.pop()
+            terms = done.value
+            continue
+        hit = memo.get(id(child))
+        if hit is not None:
+            terms = hit[1]
+        else:
+            stack.append((child, _peel_node(child, conv)))
+            terms = None
+    return terms
 
 
-def _peel_node(e, conv, memo):
+def _peel_node(e, conv):
     if _is_zero(e):
         return []
     out = None
@@ -160,25 +174,25 @@ def _peel_node(e, conv, memo):
         if op == "select":
             c, x, y = a
             if _is_zero(y):
-                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv, memo)]
+                out = [(_conjuncts(c) + cs, v) for cs, v in (yield x)]
             elif _is_zero(x):
-                out = [(_conjuncts(unary("not", c)) + cs, v) for cs, v in _peel(y, conv, memo)]
+                out = [(_conjuncts(unary("not", c)) + cs, v) for cs, v in (yield y)]
             elif conv.try_set(c) is not None:
                 nc = unary("not", c)
-                out = [(_conjuncts(c) + cs, v) for cs, v in _peel(x, conv, memo)]
-                out += [(_conjuncts(nc) + cs, v) for cs, v in _peel(y, conv, memo)]
+                out = [(_conjuncts(c) + cs, v) for cs, v in (yield x)]
+                out += [(_conjuncts(nc) + cs, v) for cs, v in (yield y)]
         elif op == "add":
-            out = _peel(a[0], conv, memo) + _peel(a[1], conv, memo)
+            out = (yield a[0]) + (yield a[1])
         elif op == "sub":
-            out = _peel(a[0], conv, memo) + [(cs, unary("neg", v)) for cs, v in _peel(a[1], conv, memo)]
+            out = (yield a[0]) + [(cs, unary("neg", v)) for cs, v in (yield a[1])]
         elif op == "neg":
-            out = [(cs, unary("neg", v)) for cs, v in _peel(a[0], conv, memo)]
+            out = [(cs, unary("neg", v)) for cs, v in (yield a[0])]
         elif op == "mul":
-            pa, pb = _peel(a[0], conv, memo), _peel(a[1], conv, memo)
+            pa, pb = (yield a[0]), (yield a[1])
             if len(pa) * len(pb) <= MAX_TERMS:
                 out = [(ca + cb, binary("mul", va, vb)) for ca, va in pa for cb, vb in pb]
         elif op == "div":
-            out = [(cs, binary("div", v, a[1])) for cs, v in _peel(a[0], conv, memo)]
+            out = [(cs, binary("div", v, a[1])) for cs, v in (yield a[0])]
     if out is None or all(not cs for cs, _ in out):
         return [((), e)]
     return out

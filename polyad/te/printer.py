@@ -31,10 +31,16 @@ def _const_str(c):
 class Printer:
     """Prints expressions, naming tensors through ``tensor_names`` (id -> name) when given."""
 
-    def __init__(self, tensor_names=None, var_names=None):
+    #: a subexpression used more than once whose text is longer than this is printed once, as ``_k = ...``
+    #: (with ``bind=True``): a select that reuses its value, nested 150 deep, was text of 3**150 characters
+    BIND_OVER = 200
+
+    def __init__(self, tensor_names=None, var_names=None, bind=False):
         self.tensor_names = tensor_names or {}
         self.var_names = var_names or {}
         self.memo = {}
+        self.bind = bind
+        self.bindings = []  # (name, text), in the order they are needed
 
     def tname(self, t):
         return self.tensor_names.get(id(t), t.name)
@@ -47,9 +53,24 @@ class Printer:
 
         # children first: each node then finds its operands' text in the memo, so an expression as deep as chain's
         # inlined backward prints without reaching Python's recursion limit
-        for n in post_order(e):
-            self.p(n)
+        order = post_order(e)
+        uses = {}
+        if self.bind:
+            for n in order:
+                for c in n.children():
+                    uses[id(c)] = uses.get(id(c), 0) + 1
+        for n in order:
+            text, prec = self.p(n)
+            if uses.get(id(n), 0) > 1 and len(text) > self.BIND_OVER:
+                name = f"_{len(self.bindings)}"
+                self.bindings.append((name, text))
+                self.memo[id(n)] = (name, _ATOM)
         return self.p(e)[0]
+
+    def take_bindings(self):
+        """The ``(name, text)`` bindings made since the last call (to print before what uses them)."""
+        out, self.bindings = self.bindings, []
+        return out
 
     def p(self, e):
         """(text, precedence) of e."""
@@ -141,7 +162,7 @@ def show(tensors):
         if isinstance(op, PlaceholderOp):
             lines.append(f"placeholder {name}: {op.dtype}{list(op.shape)}")
             continue
-        pr = Printer(tnames, _var_names(op))
+        pr = Printer(tnames, _var_names(op), bind=isinstance(op, ComputeOp))
         if isinstance(op, ComputeOp):
             dtypes = ", ".join(sorted({b.dtype for b in op.body}))
             axes = ", ".join(f"{pr.vname(a)} < {a.extent}" for a in op.axis)
@@ -149,7 +170,9 @@ def show(tensors):
             lhs_idx = ", ".join(pr.vname(a) for a in op.axis)
             for i, b in enumerate(op.body):
                 lhs = tnames[id(op.output(i))]
-                lines.append(f"  {lhs}[{lhs_idx}] = {pr(b)}")
+                text = pr(b)
+                lines += [f"  {n} = {t}" for n, t in pr.take_bindings()]
+                lines.append(f"  {lhs}[{lhs_idx}] = {text}")
         else:
             lines.extend(op.show_lines(pr, name))
     return "\n".join(lines)

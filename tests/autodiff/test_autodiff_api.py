@@ -449,3 +449,21 @@ def test_softmax_and_cross_entropy_gradients_route_nothing_through_the_row_max()
     for grads in graphs:
         names = {op.name for op in pa.te.walk_ops(list(grads))}
         assert not {n for n in names if "argmax" in n or n.startswith("d_") and n.endswith("_max")}, names
+
+
+def test_a_body_hundreds_of_selects_deep_differentiates():
+    # the simplifier's peeling recursed once a node: a RecursionError at 150 selects
+    X = pa.placeholder((8,), "float64", name="X")
+
+    def body(i):
+        e = X[i]
+        for s in range(300):
+            e = pa.tanh(e) * 0.9 + 0.01 if s % 2 else pa.select(e > 0, e, e * 0.5)
+        return e
+
+    Y = pa.compute((8,), body, name="D")
+    (dX,) = pa.differentiate(pa.ops.sum(Y), [X])
+    x = np.linspace(-1, 1, 8)
+    eps = 1e-6
+    fd = (pa.evaluate(Y, {X: x + eps}) - pa.evaluate(Y, {X: x - eps})) / (2 * eps)
+    np.testing.assert_allclose(pa.evaluate(dX, {X: x}), fd, rtol=1e-5, atol=1e-8)

@@ -223,3 +223,48 @@ def test_python_numbers_that_do_not_fit_the_tensor_are_refused():
         pa.evaluate(Y, {I: [1.5, 2], X: [0.0, 0.0]})  # a float into an integer tensor would truncate
     edges = pa.evaluate(Y, {I: [-2**31, 2**31 - 1], X: [0.0, 0.0]})  # the range's ends fit
     np.testing.assert_array_equal(edges, np.array([-2**31, 2**31 - 1], "int32").astype("float32"))
+
+
+def test_nested_selects_reusing_their_value_and_deep_bodies_evaluate_in_linear_time():
+    # keyed by expression and mask, a select nested 12 deep that reuses its value in its condition and both
+    # branches took 14 s (3**12 evaluations); a body 600 operations deep was a RecursionError
+    X = pa.placeholder((4,), name="X")
+    x = np.linspace(-1, 1, 4).astype("float32")
+
+    def nested(i):
+        e = X[i]
+        for s in range(40):
+            e = pa.select(e > 0.01 * s, e * 0.5, e + 0.1)
+        return e
+
+    want = x.copy()
+    for s in range(40):
+        want = np.where(want > np.float32(0.01 * s), want * np.float32(0.5), want + np.float32(0.1))
+    t = time.perf_counter()
+    np.testing.assert_allclose(pa.evaluate(pa.compute((4,), nested, name="S"), {X: x}), want, rtol=1e-6)
+    assert time.perf_counter() - t < 5
+
+    def deep(i):
+        e = X[i]
+        for _ in range(400):
+            e = pa.tanh(e) * 0.9 + 0.01
+        return e
+
+    ref = x.copy()
+    for _ in range(400):
+        ref = np.tanh(ref) * np.float32(0.9) + np.float32(0.01)
+    np.testing.assert_allclose(pa.evaluate(pa.compute((4,), deep, name="D"), {X: x}), ref, rtol=1e-5)
+
+
+def test_a_read_is_checked_where_any_path_evaluates_it():
+    # the same read under two branches: out of range under one of them is an error, under neither is not
+    X = pa.placeholder((4,), name="X")
+    x = np.arange(4, dtype="float32")
+    shifted = lambda i: X[i + 1]  # noqa: E731 - out of range at i == 3
+    ok = pa.compute((4,), lambda i: pa.select(i < 3, shifted(i), 0.0) + pa.select(i < 2, shifted(i) * 2.0, 1.0),
+                    name="ok")
+    np.testing.assert_array_equal(pa.evaluate(ok, {X: x}), [1 + 2, 2 + 4, 3 + 1, 0 + 1])
+    bad = pa.compute((4,), lambda i: pa.select(i < 3, shifted(i), 0.0) + pa.select(i > 0, shifted(i), 1.0),
+                     name="bad")
+    with pytest.raises(pa.OutOfBoundsError, match=r"'X' at axis 0 index 4"):
+        pa.evaluate(bad, {X: x})

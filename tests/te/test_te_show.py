@@ -55,3 +55,23 @@ def test_an_expression_hundreds_of_levels_deep_prints():
     Y = pa.compute((4,), lambda i: e + X[i], name="Y")
     text = pa.show(Y)
     assert text.count("1.01") == 3000 and "X[i]" in text
+
+
+def test_a_shared_subexpression_is_printed_once_and_named():
+    # a select that reuses its value in its condition and both branches, nested 150 deep, was 3**150 characters
+    # of text (the process ran out of memory); a long subexpression used twice is now named once
+    X = pa.placeholder((8,), name="X")
+
+    def body(i):
+        e = X[i]
+        for s in range(300):
+            e = pa.tanh(e) * 0.9 + 0.01 if s % 2 else pa.select(e > 0, e, e * 0.5)
+        return e
+
+    text = pa.show(pa.compute((8,), body, name="D"))
+    assert len(text) < 100000
+    lines = text.splitlines()
+    assert lines[2].startswith("  _0 = ") and lines[-1].startswith("  D[i] = ")
+    assert sum(ln.startswith("  _") for ln in lines) > 40
+    small = pa.compute((8,), lambda i: pa.select(X[i] > 0, X[i], X[i] * 0.5), name="S")
+    assert pa.show(small).splitlines()[-1] == "  S[i] = select(X[i] > 0.0, X[i], X[i]*0.5)"  # short: as before
