@@ -557,6 +557,9 @@ class VectorPrinter(ExprPrinter):
                 s = self._bind(lines, ty, s)
                 if d:
                     self._named.add(id(nd))
+                    for k, memo in enumerate(self._lane_text):  # its lanes, printed before it was bound, are
+                        if id(nd) in memo:  # its components now: the whole text again in each user made the
+                            memo[id(nd)] = f"{s}.s{_LANE[k]}"  # source exponential in chained selects
             text[id(nd)] = s
         return lines, [text[id(r)] for r in roots]
 
