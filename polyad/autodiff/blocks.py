@@ -26,6 +26,7 @@ Reductions other than sum go through a helper stage:
   combiner's partial derivatives, then ``dX[p, j] = sum_o' H[p, o'] J[o', j]``.
 """
 
+import math
 import weakref
 
 from ..errors import DtypeError, NotDifferentiableError, PolyadError, ShapeError
@@ -151,9 +152,12 @@ def diff_building_block(out, inp, head, optimize=True, simplifier=None):
     if kind in ("sum", "prod", "max", "min"):
         g, terms = _partials(op, ("src", 0), src, out.dtype)
         factor = guard = None
-        if kind == "prod":
+        if kind == "prod" and math.prod(a.extent for a in body.axis) <= EXCLUSIVE_MAX:
             excl = _cached(_HELPERS, op, "excl", lambda: _exclusive(out, body))
             factor = lambda o, r: excl[tuple(o) + tuple(v - a.lo for v, a in zip(r, body.axis))]  # noqa: E731
+        elif kind == "prod":
+            nz, zeros_ = _cached(_HELPERS, op, "nzprod", lambda: _nonzero_product(out, body))
+            factor = lambda o, r: _divided(out, body, nz, zeros_, o, r)  # noqa: E731
         elif kind in ("max", "min"):
             arg = _cached(_HELPERS, op, kind, lambda: _arg_extremum(out, body, kind))
             guard = lambda o, r: _flat_index(r, body.axis) == arg[tuple(o)]  # noqa: E731
@@ -285,6 +289,42 @@ def _arg_extremum(out, body, kind):
 
     idx, _ = compute(out.shape, f, name=f"{_safe(out.name)}_arg{kind}", tag="autodiff.argext")
     return idx
+
+
+#: a product over at most this many points differentiates through its exclusive products (exact, no division:
+#: the window's points for each point); a longer one through the product of its nonzero points and its count of
+#: zeros, O(n) (16x32x28x28's product over 784 points: its exclusive products took 75-130 ms, its forward 0.13)
+EXCLUSIVE_MAX = 32
+
+
+def _nonzero_product(out, body):
+    """(NZ[o], Zeros[o]): the product of the reduction's nonzero points (its combiner's, so its identity too) and
+    how many of its points are zero."""
+    one, zero = const(1, out.dtype), const(0, out.dtype)
+
+    def at(o):
+        r = tuple(reduce_axis((a.lo, a.hi), a.name) for a in body.axis)
+        src, cond = _rebind(out, body, o, r, (body.source[0], body.condition))
+        return src, cond, r
+
+    def nz(*o):
+        src, cond, r = at(o)
+        return body.combiner(select(src != zero, src, one), r, cond)
+
+    def count(*o):
+        src, cond, r = at(o)
+        return te_sum(select(src == zero, one, zero), axis=r, where=cond)
+
+    return (compute(out.shape, nz, name=f"{_safe(out.name)}_nzprod", tag="autodiff.nzprod"),
+            compute(out.shape, count, name=f"{_safe(out.name)}_zeros", tag="autodiff.zeros"))
+
+
+def _divided(out, body, nz, zeros_, o, r):
+    """The product of the points other than ``r``, from :func:`_nonzero_product`: ``NZ / x`` without zeros, ``NZ``
+    at the one zero, else 0 (exact where a point is 0, as PyTorch's; a point of inf or NaN makes it NaN there)."""
+    (x,) = _rebind(out, body, o, r, (body.source[0],))
+    n, z, zero = nz[tuple(o)], zeros_[tuple(o)], const(0, out.dtype)
+    return select(z == zero, n / x, select((z == const(1, out.dtype)) & (x == zero), n, zero))
 
 
 def _exclusive(out, body):

@@ -467,3 +467,27 @@ def test_a_body_hundreds_of_selects_deep_differentiates():
     eps = 1e-6
     fd = (pa.evaluate(Y, {X: x + eps}) - pa.evaluate(Y, {X: x - eps})) / (2 * eps)
     np.testing.assert_allclose(pa.evaluate(dX, {X: x}), fd, rtol=1e-5, atol=1e-8)
+
+
+def test_a_long_product_differentiates_in_linear_work_and_exactly_with_zeros():
+    # exclusive products cost the window's points for each point (a product over 784 points: 76 ms against a
+    # 0.2 ms forward); a long product divides the product of its nonzero points, counting the zeros
+    X = pa.placeholder((4, 50), "float64", name="X")
+    H = pa.placeholder((4,), "float64", name="H")
+    Y = pa.ops.prod(X, axis=1)
+    (dX,) = pa.differentiate(Y, [X], H)
+    names = {op.name for op in pa.te.walk_ops(dX)}
+    assert "prod_nzprod" in names and "prod_zeros" in names and "prod_excl" not in names
+    rng = np.random.default_rng(18)
+    x = rng.uniform(0.5, 1.5, (4, 50))
+    x[1, 7] = 0.0  # one zero: only it has a gradient in its row
+    x[2, 3] = x[2, 9] = 0.0  # two: no gradient in the row
+    h = rng.standard_normal(4)
+    want = np.empty_like(x)
+    for i in range(4):
+        for j in range(50):
+            want[i, j] = h[i] * np.prod(np.delete(x[i], j))
+    np.testing.assert_allclose(pa.evaluate(dX, {X: x, H: h}), want, rtol=1e-12, atol=1e-300)
+    assert not pa.evaluate(dX, {X: x, H: h})[2].any()
+    short = pa.ops.prod(pa.placeholder((4, 8), "float64", name="S"), axis=1)  # exact exclusive products still
+    assert "prod_excl" in {op.name for op in pa.te.walk_ops(pa.differentiate(short, [short.op.input_tensors[0]])[0])}
