@@ -34,6 +34,11 @@ class Plan:
         from ..schedule import resolve
 
         sched = resolve(self.schedule, renamed, model, lookup=self.lookup)
+        if isinstance(self.lookup, _Counting) and not self.lookup.found:  # pa.show says it too, as pa.build warns
+            import dataclasses
+
+            return dataclasses.replace(sched, notes=("the tuning log has no record of this graph or of any of its "
+                                                     "stages on this device: the auto schedule",) + sched.notes)
         if self.fallback is None:
             return sched
         try:
@@ -56,11 +61,11 @@ class Plan:
         structure with its stages' names permuted, whose whole schedule went by name to the wrong stages), or
         None.  ScheduleError when the schedule does not fit the graph at all."""
         from ..errors import PolyadError
-        from ..schedule import prepare
+        from ..schedule.graph import validate
         from ..schedule.tuning import stage_key
         from ..te.tensor import PlaceholderOp, walk_ops
 
-        graph, _ = prepare(renamed, sched)
+        graph = validate(renamed, sched)  # before inlining: the stages the records key
         keys = dict(self.stage_keys)
         for op in walk_ops(graph):
             if isinstance(op, PlaceholderOp) or op.name not in keys:

@@ -1354,13 +1354,14 @@ def validate(outputs, schedule):
 
     :param outputs: a tensor or a list of tensors, uniquely named.
     :param schedule: the :class:`~polyad.schedule.Schedule` to check.
-    :returns: None: the schedule fits.
+    :returns: the outputs of the graph with the schedule's graph decisions applied but its inlining (the stages
+        the auto-scheduler and the tuner key their records on).
     :raises PolyadError: when ``outputs`` is not a tensor or a list of tensors.
     :raises ScheduleError: when the schedule names a stage the graph does not have, pads, rfactors or inlines a
         stage that cannot be, schedules an inlined stage, or gives a stage a tile or vector width that does not fit
         its loops.
     """
-    _validated(as_tensor_list(outputs, "schedule outputs"), schedule)
+    return _validated(as_tensor_list(outputs, "schedule outputs"), schedule)
 
 
 def _validated(outs, schedule):

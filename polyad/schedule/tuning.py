@@ -585,11 +585,15 @@ class Record:
         return Schedule.from_dict(self.schedule)
 
     def where(self):
-        """Where it came from, readable: ``"log.jsonl, trial 12, 1.31 ms"``.
+        """Where it came from, readable: ``"log.jsonl, trial 12, 1.31 ms (0.82 of auto's time beside it)"``.
+
+        The ratio is what the tuner decides by (a raw time depends on the machine's mode in that minute), where the
+        record has auto's runs beside its own.
 
         :returns: the text.
         """
-        return _where(self, self.time)
+        ratio = relative_to(self.times, self.ref_times)
+        return _where(self, self.time) + ("" if ratio is None else f" ({ratio:.2f} of auto's time beside it)")
 
 
 def _fmt_ms(seconds):

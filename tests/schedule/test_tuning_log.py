@@ -255,6 +255,10 @@ def test_best_schedule_and_best_stage_pick_the_fastest_usable_record_of_the_devi
     assert ss == StageSchedule(tile=(3, 1)) and where == "log.jsonl, trial 4, 0.213 ms"
     assert db.best_stage("k1", GPU)[0].tile == (8, 8)
     assert db.best_stage("k1", "other") is None and db.best_stage("nope", DEV) is None
+    assert rec.where() == "log.jsonl, trial 1, 2 ms"
+    # with auto's runs beside its own, the ratio the tuner decided by (a raw time is the machine's mode then)
+    paired = _record(trial=5, time=2e-3, ref_times=(2.5e-3, 2.5e-3, 2.5e-3))
+    assert paired.where() == "a record, trial 5, 2 ms (0.80 of auto's time beside it)"
     d = db.digest()
     assert d == TuningDatabase.from_logs(path).digest()
     with TuningLog(path) as log:

@@ -127,6 +127,8 @@ def test_pa_tuned_on_a_graph_without_records_falls_back_to_auto_and_says_so(tmp_
     assert [w.filename for w in rec if "no record" in str(w.message)] == [__file__]  # the caller's line
     x = np.arange(35, dtype="float32").reshape(5, 7)
     np.testing.assert_allclose(mod(x), x[:, 0] * 3.0)
+    # pa.show says it too (it printed a plain "schedule 'auto'")
+    assert "the tuning log has no record of this graph or of any of its stages" in pa.show(Y, schedule=pa.tuned(log))
 
 
 def test_pa_vjp_with_a_log_of_its_backward_warns_only_where_neither_module_has_records(tmp_path):
@@ -323,7 +325,7 @@ def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_a
     the second by name, so its blocks went to the other stages. The record's stage keys tell them apart."""
     from polyad.pipeline import _renamed, resolve_schedule, select_device
     from polyad.runtime.device import device_key
-    from polyad.schedule import prepare
+    from polyad.schedule.graph import validate
     from polyad.schedule.tuning import Record, TuningLog, stage_key, workload_key
 
     def graph(a, c):
@@ -337,7 +339,7 @@ def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_a
     outs, ins = graph("A", "C")
     mine = pa.Schedule("mine", stages={"A": pa.StageSchedule(tile=(2, 4), vectorize=4),
                                        "C": pa.StageSchedule(tile=(8, 12))})
-    prepared, _ = prepare(_renamed(outs), mine)
+    prepared = validate(_renamed(outs), mine)  # the stages records key: before inlining
     entries = {op.name: (stage_key(op), mine.stages.get(op.name, mine.default), 1e-9)
                for op in pa.te.walk_ops(prepared) if not isinstance(op, pa.te.PlaceholderOp)}
     log = tmp_path / "swap.jsonl"
@@ -350,6 +352,31 @@ def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_a
     got = resolve_schedule(outs2, pa.tuned(log), inputs=ins2)
     assert re.search(r"does not fit it \(its stage '[AC]' is another stage in this graph\)", got.notes[0]), got.notes
     assert got.stages.get("A") != mine.stages["A"]  # the exp stage's block does not go to the division here
+
+
+def test_a_logged_schedule_of_every_graph_variant_applies_to_its_own_graph(tmp_path):
+    """The records key their stages before inlining (as the auto-scheduler's lookups do): the check that a whole
+    schedule names the stages it was measured on must compare those, or an inlining variant never applied."""
+    from polyad.pipeline import resolve_schedule, select_device
+    from polyad.runtime.device import device_key
+    from polyad.schedule.tuning import Record, TuningLog, stage_key, workload_key
+
+    outs, ins = _dense_backward()
+    ctx = LocalMeasurer(outs, ins, workers=1, repeat=1).context()
+    space = ConfigSpace(ctx.outputs, ctx.model, ctx.auto)
+    assert any(v.inline for v in (space.schedule((i, (0,) * len(var.stages))) for i, var in
+                                  enumerate(space.variants)))
+    for i, var in enumerate(space.variants):
+        c = (i, (0,) * len(var.stages))
+        sched = space.schedule(c)
+        log = tmp_path / f"v{i}.jsonl"
+        with TuningLog(log) as w:
+            w.append(Record.of(sched, ctx.workload, device_key(select_device()), trial=1, candidate="evolve",
+                               stages={ch.name: (stage_key(ch.op), ss, 1e-6) for ch, ss in space.stage_pairs(c)},
+                               times=[1e-6]))
+        got = resolve_schedule(outs, pa.tuned(log), inputs=ins)
+        assert "does not fit" not in got.notes[0], (i, got.notes[0])
+        assert (got.stages, got.inline) == (sched.stages, sched.inline), i
 
 
 def test_the_tuner_measures_the_program_pa_build_compiles(monkeypatch):
