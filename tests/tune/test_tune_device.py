@@ -359,7 +359,7 @@ def test_a_logged_schedule_of_every_graph_variant_applies_to_its_own_graph(tmp_p
     schedule names the stages it was measured on must compare those, or an inlining variant never applied."""
     from polyad.pipeline import resolve_schedule, select_device
     from polyad.runtime.device import device_key
-    from polyad.schedule.tuning import Record, TuningLog, stage_key, workload_key
+    from polyad.schedule.tuning import Record, TuningLog, stage_key
 
     outs, ins = _dense_backward()
     ctx = LocalMeasurer(outs, ins, workers=1, repeat=1).context()
