@@ -1462,6 +1462,39 @@ def _occupied(op, info, dm, graph, cands, ranked):
     return keep or [c for c in cands if c.schedule.tile is None][:1] or ranked
 
 
+#: the functions whose narrow vectors PoCL runs slower than scalar code (math_lanes)
+_MATH = frozenset(["exp", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "erf", "pow"])
+
+
+def _calls_math(op, inline=frozenset()):
+    """True when a stage's body, or that of a producer inlined into it (names in ``inline``), calls one of
+    :data:`_MATH`."""
+    from ..poly.stage import statements_of
+
+    todo, seen = [op], set()
+    while todo:
+        o = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        try:
+            values = tuple(v for st in statements_of(o) for v in st.values)
+        except Exception:  # noqa: BLE001 - a stage without statements: no opinion
+            continue
+        if any(isinstance(n, Call) and n.op in _MATH for n in post_order(values)):
+            return True
+        todo.extend(t.op for t in o.input_tensors if t.op.name in inline)
+    return False
+
+
+def _wide_math(op, info, dm, graph, cands, ranked):
+    """An elementwise stage that calls math functions: the model ranks only vectors of at least ``min_width``
+    lanes (or the widest the device has) and scalar code, where any of them is ranked."""
+    least = min(RULE["math_lanes"].constants["min_width"], max(dm.widths))
+    keep = [c for c in ranked if c.schedule.vectorize == 1 or c.schedule.vectorize >= least]
+    return keep or ranked
+
+
 def _local_size(ss, info, dm):
     """The work-group size the rule gives a block: the largest of the device's that its innermost blocks fill."""
     tile = ss.tile or (1,) * len(info.shape)
@@ -2103,6 +2136,18 @@ RULES = (
          "in copies) did not compile in the time left; the auto schedules (golden, and at the benchmark shapes) "
          "are unchanged",
          ),
+    Rule("math_lanes", "stage",
+         "CPUs: an elementwise stage that calls exp, log, tanh, sqrt, ... is ranked in scalar code or in vectors of "
+         "at least min_width lanes (the smallest-block tie-break took 2 lanes, which PoCL runs as slowly as "
+         "lane-by-lane calls)",
+         {"min_width": 8},
+         "raw OpenCL on the Zen 5 VM, PoCL 3.1, a million float32s, ms at 1/2/4/8/16 lanes (twenty-eighth session): "
+         "sqrt 0.20/0.64/0.34/0.11/0.09, exp 0.32/1.85/0.69/0.36/0.23, tanh 0.99/1.86/0.73/0.76/0.45, log "
+         "9.4/6.0/0.89/0.47/0.19, v*v+v 0.13 at every width; a+sqrt|b|/(exp(a)+1)'s backward in 2 lanes (auto's) "
+         "3.0 ms, in 8 0.59; tanh(exp(x*x)*sigmoid(x)) 6.6 ms in 2 lanes, 1.2 in 8, 0.64 in 16",
+         applies=lambda op, info, dm, graph: dm.kind == "cpu" and not info.reduction
+         and _calls_math(op, graph.inline if graph is not None else ()),
+         limit=_wide_math),
     Rule("gpu_occupancy", "stage",
          "GPUs: the model ranks only blocks that leave as many work-items as the naive loops or min_parallel, "
          "whichever is fewer (its per-work-item chains are a CPU's: it prices a few long-running work-items "
