@@ -150,7 +150,7 @@ def tune(outputs, inputs, *, trials=64, time_budget=None, log=None, device=None,
         measure on the cluster's workers.
     :param seed: the search's seed (a search on the same measurements is the same search).
     :param resume: reuse the log's measurements of this workload and device.
-    :param data: arrays for ``inputs`` (None: reproducible random ones; zeros for integer inputs).
+    :param data: arrays for ``inputs`` (None: reproducible random ones; 0s and 1s for integer inputs).
     :param batch: candidates compiled together per round (None: twice the workers, at least 4).
     :param policy: ``"evolutionary"`` (model-guided) or ``"random"``.
     :param name: a readable name the records carry (``"softmax"``).

@@ -137,15 +137,16 @@ def _comparable(a):
 
 
 def default_data(inputs, seed=0):
-    """Reproducible arrays for ``inputs``: standard normal floats, zeros for integers and booleans (a
-    zero is a valid index or label)."""
+    """Reproducible arrays for ``inputs``: standard normal floats, integers and booleans drawn from 0 and 1 (valid
+    indices and labels wherever an axis has two entries; with zeros alone, a candidate that read another index
+    than auto's passed the check on an index-driven graph)."""
     rng = np.random.default_rng(seed)
     out = []
     for t in inputs:
         if np.dtype(t.dtype).kind == "f":
             out.append(rng.standard_normal(t.shape).astype(t.dtype))
         else:
-            out.append(np.zeros(t.shape, dtype=t.dtype if t.dtype != "bool" else np.bool_))
+            out.append(rng.integers(0, 2, t.shape).astype(t.dtype if t.dtype != "bool" else np.bool_))
     return out
 
 

@@ -537,3 +537,15 @@ def test_the_next_round_is_bred_while_the_batch_compiles_and_its_time_is_not_com
         assert m.measure([m.context().auto])[0].ok and calls == [True, True]  # not given: not called
     finally:
         m.close()
+
+
+def test_the_tuners_own_data_gives_integer_inputs_two_values():
+    # zeros alone made the check against auto's outputs empty on index-driven graphs: every read at index 0
+    from polyad.tuner.measure import default_data
+
+    ins = [pa.placeholder((64,), "int32", name="I"), pa.placeholder((8, 8), "bool", name="M"),
+           pa.placeholder((4,), name="X")]
+    i, m, x = default_data(ins)
+    assert set(np.unique(i)) == {0, 1} and set(np.unique(m)) == {False, True}
+    assert i.dtype == np.int32 and m.dtype == np.bool_ and x.dtype == np.float32
+    assert all(np.array_equal(a, b) for a, b in zip(default_data(ins), (i, m, x)))  # reproducible
