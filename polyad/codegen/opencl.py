@@ -75,7 +75,8 @@ def _helper_source(name):
         # Python's (and numpy's) float // and %, from fmod: floor(a / b) made 1.0 // 0.1 10 (Python: 9) and
         # 1.0 % 0.1 a negative remainder for a positive divisor
         z, one, half = ("0.0f", "1.0f", "0.5f") if t == "float" else ("0.0", "1.0", "0.5")
-        fix_mod = f"  if (m != {z}) {{ if ((b < {z}) != (m < {z})) {{ m += b; d -= {one}; }} }} else m = copysign({z}, b);\n"
+        fix_mod = (f"  if (m != {z}) {{ if ((b < {z}) != (m < {z})) {{ m += b; d -= {one}; }} }}"
+                   f" else m = copysign({z}, b);\n")
         if kind == "floormod":
             return (f"static inline {t} {name}({t} a, {t} b) {{\n  {t} m = fmod(a, b);\n  if (b == {z}) return m;\n"
                     f"  {t} d = {z};\n" + fix_mod + "  return m;\n}")
@@ -493,6 +494,8 @@ def _analyse(roots):
     for nd in nodes:
         for ch in nd.children():
             uses[id(ch)] = uses.get(id(ch), 0) + 1
+        if isinstance(nd, Call) and nd.op == "pow" and isinstance(nd.args[1], Const) and pow_chain(nd.args[1].value):
+            uses[id(nd.args[0])] += 1  # its text repeats in the chain's products and roots: a temporary, once
     # nodes every evaluation of the roots computes anyway: hoisting them is safe
     uncond, stack = set(), list(roots)
     while stack:
