@@ -31,7 +31,7 @@ def _power(a, b):
 
 def pow_chain(c):
     """How ``pow(x, c)`` with a constant float exponent is computed: ``(m, q, negative)`` for ``|c| = m + q/4``
-    (``m <= 4``, ``q`` in 1..3 or 0 with ``m >= 2``), else None (``pow`` itself).
+    (``|c| <= 4``; not 0, 1 nor a non-multiple of 1/4), else None (``pow`` itself).
 
     ``x ** m`` is multiplied out and the quarters are square roots (``sqrt``, ``sqrt(sqrt)`` or their product), of
     ``x + 0.0`` where there are any (``pow(-0.0, 0.75)`` is +0); a negative exponent takes the reciprocal.  The
