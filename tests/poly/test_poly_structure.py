@@ -189,7 +189,8 @@ def test_upsampling():
     H = pa.placeholder((6, 8), name="H")
     up = raw_grad((3, 4), (6, 8), (), lambda o, r: [((o[0] // 2, o[1] // 2), None, H[o[0], o[1]])])
     s = _check(up, {H: rand((6, 8))}, 6 * 8, 6 * 8)
-    assert "where 2*i0 <= o0 and o0 <= 2*i0 + 1 and 2*i1 <= o1 and o1 <= 2*i1 + 1" in pa.show(s)
+    # each reduction variable runs over [2*i, 2*i + 1]: rebased to a box, with no condition left
+    assert "dX[i0, i1] = sum(H[2*i0 + o0, 2*i1 + o1], axis=[o0 in [0, 2), o1 in [0, 2)])" in pa.show(s)
 
 
 def test_concatenate_and_split():
@@ -241,3 +242,28 @@ def test_softmax_through_max_is_linear_not_quadratic():
     raw = raw_grad((N, K), (N,), (K,), lambda o, r: [((o[0], r[0]), A[o[0]] == r[0], dM[o[0]])], name="dZ")
     _check(raw, {Z: rand((N, K)), dM: rand((N,))}, N * K, N * K, allowed=("eq", "select"))
     assert estimate(raw).stage("dZ").iterations == (N * K) ** 2
+
+
+def test_a_grouped_convolutions_data_gradient_sums_over_its_group_as_a_box():
+    # the channels of i1's group, 8*(i1//8) <= f <= 8*(i1//8) + 7, are rebased to f' in [0, 8): the model had priced
+    # every block of the quasi-affine range as naive loops (auto 8.6 ms, against 0.97 ms padded and blocked now)
+    X = pa.placeholder((2, 16, 6, 6), name="X")
+    W = pa.placeholder((16, 8, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, padding=1, groups=2)
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    text = pa.show(dX)
+    assert "H[i0, 8*(i1//8) + f, i2 - rh, i3 - rw]*W[8*(i1//8) + f, i1%8, rh, rw], axis=[f in [0, 8)" in text, text
+    assert "floor" not in text and "8*(i1//8) <= f" not in text
+    rng = np.random.default_rng(19)
+    x, w, h = (rng.standard_normal(t.shape).astype("float32") for t in (X, W, H))
+    got = pa.evaluate(dX, {W: w, H: h})
+    want = np.zeros_like(x)  # the transposed grouped convolution, by hand
+    hp = np.pad(h, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for c in range(16):
+        g = c // 8
+        for f in range(8 * g, 8 * g + 8):
+            for rh in range(3):
+                for rw in range(3):
+                    want[:, c] += hp[:, f, 2 - rh:8 - rh, 2 - rw:8 - rw] * w[f, c % 8, rh, rw]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
