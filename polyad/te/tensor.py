@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import ArityError, AxisError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
+from ..errors import ArityError, AxisError, DtypeError, IndexingError, OutOfBoundsError, PolyadError, ShapeError
 from . import dtype as dt
 from .construct import as_expr
 from .expr import Const, IterVar, Load, Reduce, Var
@@ -170,6 +170,43 @@ class Tensor:
 
     def __matmul__(self, o):
         return self._op("matmul", self, o)
+
+    def __lshift__(self, o):
+        return self._op("left_shift", self, o)
+
+    def __rlshift__(self, o):
+        return self._op("left_shift", o, self)
+
+    def __rshift__(self, o):
+        return self._op("right_shift", self, o)
+
+    def __rrshift__(self, o):
+        return self._op("right_shift", o, self)
+
+    # & | ^ ~ are numpy's on bool tensors (logical); polyad has no bitwise integer operations
+    def _logical(self, symbol, name, *args):
+        for a in args:
+            if not (isinstance(a, (bool, np.bool_)) or isinstance(a, Tensor) and a.dtype == "bool"):
+                what = f"tensor {a.name!r} of {a.dtype}" if isinstance(a, Tensor) else repr(a)
+                raise DtypeError(f"{symbol} of tensors is the logical {name} of bool tensors (as numpy's on bools); "
+                                 f"got {what}: polyad has no bitwise integer operations (pa.ops.logical_{name} takes "
+                                 f"truth values of numbers)")
+        return self._op(f"logical_{name}", *args)
+
+    def __and__(self, o):
+        return self._logical("&", "and", self, o)
+
+    def __rand__(self, o):
+        return self._logical("&", "and", o, self)
+
+    def __or__(self, o):
+        return self._logical("|", "or", self, o)
+
+    def __ror__(self, o):
+        return self._logical("|", "or", o, self)
+
+    def __invert__(self):
+        return self._logical("~", "not", self)
 
     # Ordering comparisons are elementwise (bool tensors).  == and != stay identity:
     # tensors are dict keys everywhere (feeds, adjoints); use pa.ops.equal for values.

@@ -162,6 +162,21 @@ def test_tensor_operators_use_the_ops():
         check(ev(T, {A: a, B: b}), ref)
 
 
+def test_logical_and_shift_operators_on_tensors_are_numpys():
+    # they raised Python's raw TypeError; & | ~ are numpy's logical ones on bools, and integers have no bitwise ops
+    P = pa.placeholder((3,), "bool", name="P")
+    Q = pa.placeholder((3,), "bool", name="Q")
+    I = pa.placeholder((3,), "int32", name="I")
+    p, q, i = np.array([True, False, True]), np.array([True, True, False]), np.array([1, -2, 3], "int32")
+    feed = {P: p, Q: q, I: i}
+    for T, ref in [(P & Q, p & q), (P | Q, p | q), (~P, ~p), (True & P, True & p), (I << 2, i << 2),
+                   (1 << I, np.left_shift(1, i)), (I >> 1, i >> 1)]:
+        check(ev(T, feed), ref)
+    for bad in (lambda: I & I, lambda: ~I, lambda: P | I):
+        with pytest.raises(pa.DtypeError, match=r"logical .* of bool tensors.*'I' of int32.*no bitwise"):
+            bad()
+
+
 def test_scalar_that_does_not_fit_the_tensor_dtype_raises():
     A = pa.placeholder((2,), "int32", name="A")
     with pytest.raises(pa.DtypeError, match="does not fit in int32"):
