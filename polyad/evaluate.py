@@ -23,16 +23,12 @@ import numpy as np
 from .errors import EvaluationError, OutOfBoundsError, PolyadError
 from .te import dtype as dt
 from .te.expr import Call, Const, Load, Reduce, Var
-from .te.semantics import NUMPY_OPS, cast, pow_by_chain, pow_chain
+from .te.semantics import COMPUTED, NUMPY_OPS, call_value
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, array_for, as_tensor_list, walk_ops
 from .te.visit import post_order
 
 #: Elements of the largest array one block of a stage may broadcast to.
 BLOCK_ELEMENTS = 1 << 23
-
-#: int32 arithmetic is computed in 64 bits and wraps where it is stored (or cast), as compiled code on CPUs
-#: computes it: index arithmetic such as ``(i * 1000000 + j) % 7`` is then exact, as isl takes it
-_COMPUTED = {"int32": "int64"}
 
 #: CommReducer.kind() -> (numpy reduction, the name of the combining op in NUMPY_OPS)
 REDUCTIONS = {"sum": (np.sum, "add"), "prod": (np.prod, "mul"), "max": (np.max, "max"), "min": (np.min, "min")}
@@ -102,17 +98,7 @@ class Block:
                 return arr[()]
             return arr[tuple(_clamped(val(i), n) for i, n in zip(e.indices, e.tensor.shape))]
         if isinstance(e, Call):
-            op, args = e.op, e.args
-            if op == "select":
-                c = val(args[0])
-                return val(args[1] if c else args[2]) if c.ndim == 0 else np.where(c, val(args[1]), val(args[2]))
-            if op == "cast":
-                return cast(val(args[0]), e.dtype)
-            vals = [val(a) for a in args]
-            chain = op == "pow" and dt.is_float(e.dtype) and isinstance(args[1], Const) and pow_chain(args[1].value)
-            if chain:  # as compiled code computes it
-                return np.asarray(pow_by_chain(vals[0], chain)).astype(e.dtype, copy=False)
-            return np.asarray(NUMPY_OPS[op](*vals)).astype(_COMPUTED.get(e.dtype, e.dtype), copy=False)
+            return call_value(e, [val(a) for a in e.args])
         if isinstance(e, Reduce):
             raise PolyadError(f"{self.where}: a reduction inside an expression (only allowed at the top of a body)")
         raise PolyadError(f"{self.where}: cannot evaluate {e!r}")
@@ -374,7 +360,7 @@ def _reduce(body, blk, data_shape, n):
         env.update((id(v), b) for v, b in zip(comb.rhs, rhs))
         shape = np.broadcast_shapes(lhs[0].shape, rhs[0].shape)
         fb = Block(blk.values, env, len(shape), blk.where)
-        return [np.broadcast_to(fb.ev(r), shape).astype(_COMPUTED.get(r.dtype, r.dtype), copy=False)
+        return [np.broadcast_to(fb.ev(r), shape).astype(COMPUTED.get(r.dtype, r.dtype), copy=False)
                 for r in comb.result]
 
     while parts[0].shape[-1] > 1:

@@ -104,6 +104,27 @@ NUMPY_OPS = {
 }
 
 
+#: int32 arithmetic is computed in 64 bits and wraps where it is stored (or cast), as compiled code on CPUs
+#: computes it: index arithmetic such as ``(i * 1000000 + j) % 7`` is then exact, as isl takes it
+COMPUTED = {"int32": "int64"}
+
+
+def call_value(e, args):
+    """The value of operator node ``e`` from its operands' values ``args`` (arrays), as compiled code computes it:
+    a select of a 0-d condition takes one branch, a pow by a constant multiple of 1/4 is :func:`pow_by_chain`'s,
+    and an int32 result stays in 64 bits (:data:`COMPUTED`)."""
+    op = e.op
+    if op == "select":
+        c = args[0]
+        return (args[1] if c else args[2]) if np.ndim(c) == 0 else np.where(*args)
+    if op == "cast":
+        return cast(args[0], e.dtype)
+    chain = op == "pow" and dt.is_float(e.dtype) and isinstance(e.args[1], Const) and pow_chain(e.args[1].value)
+    if chain:
+        return np.asarray(pow_by_chain(args[0], chain)).astype(e.dtype, copy=False)
+    return np.asarray(NUMPY_OPS[op](*args)).astype(COMPUTED.get(e.dtype, e.dtype), copy=False)
+
+
 def values(exprs, env):
     """The values of ``exprs`` (expressions of variables, constants and operators: no loads, no reductions).
 
@@ -121,16 +142,7 @@ def values(exprs, env):
         elif isinstance(e, Var) and id(e) in env:
             v = env[id(e)]
         elif isinstance(e, Call):
-            args = [memo[id(a)] for a in e.args]
-            if e.op == "select":
-                v = np.where(*args)
-            elif e.op == "cast":
-                v = cast(args[0], e.dtype)
-            elif e.op == "pow" and isinstance(e.args[1], Const) and pow_chain(e.args[1].value) and dt.is_float(e.dtype):
-                v = pow_by_chain(args[0], pow_chain(e.args[1].value))
-            else:
-                v = NUMPY_OPS[e.op](*args)
-            v = np.asarray(v).astype(e.dtype, copy=False)
+            v = call_value(e, [memo[id(a)] for a in e.args])
         else:
             return None
         memo[id(e)] = v
