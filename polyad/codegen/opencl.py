@@ -69,7 +69,11 @@ class _RestrictPointer(c.Pointer):
 # -- helper functions, emitted only when used -------------------------------------------------
 def _helper_source(name):
     kind, _, suffix = name[3:].rpartition("_")
+    suffix, _, width = suffix.partition("x")
     t = {"i32": "int", "i64": "long", "f32": "float", "f64": "double"}[suffix]
+    if width:  # a vector helper: NaN-propagating min/max lane-wise (OpenCL's fmax drops NaN)
+        v, cmp = f"{t}{width}", {"fmax": ">", "fmin": "<"}[kind]
+        return f"static inline {v} {name}({v} a, {v} b) {{ return select(b, a, (a {cmp} b) | isnan(a)); }}"
     u = {"int": "uint", "long": "ulong"}.get(t)
     if kind in ("floordiv", "floormod") and t in ("float", "double"):
         # Python's (and numpy's) float // and %, from fmod: floor(a / b) made 1.0 // 0.1 10 (Python: 9) and
@@ -133,8 +137,8 @@ class Context:
         self.helpers = []
         self.fp64 = False
 
-    def helper(self, kind, ctype):
-        name = f"pa_{kind}_{_SUFFIX[ctype]}"
+    def helper(self, kind, ctype, width=1):
+        name = f"pa_{kind}_{_SUFFIX[ctype]}" + (f"x{width}" if width > 1 else "")
         if name not in self.helpers:
             self.helpers.append(name)
         return name
@@ -529,6 +533,26 @@ class VectorPrinter(ExprPrinter):
     def vtype(self, dtype):
         return f"{self.ctx.ctype(dtype)}{self.width}"
 
+    def _mask_ctype(self, nd):
+        """The integer C type of the mask of the bool ``nd`` (a VecMask): a comparison of 64-bit values gives
+        longN, of 32-bit ones intN; and/or/not take their first mask operand's."""
+        if nd.op in vz.COMPARISONS:
+            return "long" if self.ctx.ctype(nd.args[0].dtype) in ("long", "double") else "int"
+        return next(self._mask_ctype(a) for a in nd.args if isinstance(self.forms.get(id(a)), vz.VecMask))
+
+    def _vtype_of(self, nd):
+        f = self.forms.get(id(nd))
+        return f"{self._mask_ctype(nd)}{self.width}" if isinstance(f, vz.VecMask) else self.vtype(nd.dtype)
+
+    def _as_mask(self, a, ctype):
+        """C text of the bool ``a`` (a VecMask or a lane-free bool) as a mask vector of ``ctype``; None when
+        ``a`` is a mask printed lane by lane."""
+        vt = f"{ctype}{self.width}"
+        if isinstance(self.forms.get(id(a)), vz.VecMask):
+            t = self._text[id(a)]
+            return t if t is None or self._mask_ctype(a) == ctype else f"convert_{vt}({_strip(t)})"
+        return f"(-({vt})({_strip(self._text[id(a)])}))"  # a scalar true is 1: all bits set is -1
+
     def _emit(self, roots, clamp):
         nodes, uses, uncond = _analyse(roots)
         # in an assignment, the conditional reads isl proves in bounds are speculated, so that a select printed
@@ -544,13 +568,17 @@ class VectorPrinter(ExprPrinter):
         self._text, self._lines = {}, []
         self._named = set()  # lane-dependent nodes bound to a vector temporary (lane k: name.sK)
         self._lane_text = [dict() for _ in range(self.width)]
+        # evaluable in every lane: reads only what is read anyway or what isl proves in bounds
+        self._all_lanes = all_lanes = {}
         text, lines = self._text, self._lines
         for nd in nodes:
             has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
+            all_lanes[id(nd)] = (not isinstance(nd, Load) or id(nd) in uncond or id(nd) in self.in_bounds) \
+                and all(all_lanes[id(ch)] for ch in nd.children())
             d = id(nd) in forms
             if d:
                 s = self._vnode(forms[id(nd)])
-                ty = None if s is None else self.vtype(nd.dtype)
+                ty = None if s is None else self._vtype_of(nd)
             else:
                 s = self._node(nd, [text[id(ch)] for ch in nd.children()])
                 ty = self.ctx.ctype(nd.dtype)
@@ -584,8 +612,39 @@ class VectorPrinter(ExprPrinter):
         if isinstance(f, vz.Convert):
             nd = f.call
             return convert(self.ctx, nd.args[0].dtype, nd.dtype, text[id(nd.args[0])], self.width)
+        if isinstance(f, vz.VecMask):
+            nd = f.expr
+            if nd.op in vz.COMPARISONS:
+                return self._node(nd, [text[id(ch)] for ch in nd.args])
+            if nd.op == "not":
+                m = text[id(nd.args[0])]
+                return None if m is None else f"(~{m})"
+            # both sides evaluated: the right one only where every lane may be (and/or evaluate it conditionally)
+            if not self._all_lanes[id(nd.args[1])]:
+                return None
+            ct = self._mask_ctype(nd)
+            a, b = (self._as_mask(x, ct) for x in nd.args)
+            return None if a is None or b is None else f"({a} {'&' if nd.op == 'and' else '|'} {b})"
+        if isinstance(f, vz.VecSelect):
+            nd = f.call
+            c, a, b = nd.args
+            ct = "long" if self.ctx.ctype(nd.dtype) in ("long", "double") else "int"
+            mask = self._as_mask(c, ct)
+            if mask is not None and self._all_lanes[id(a)] and self._all_lanes[id(b)]:
+                arms = [_strip(text[id(x)]) if id(x) in self.forms else f"({self.vtype(x.dtype)})({_strip(text[id(x)])})"
+                        for x in (b, a)]
+                return f"select({arms[0]}, {arms[1]}, {_strip(mask)})"
+            lanes = ", ".join(_strip(self._lane(nd, k)) for k in range(self.width))
+            return f"(({self.vtype(nd.dtype)})({lanes}))"
         if isinstance(f, vz.VecOp):
-            return self._node(f.call, [text[id(ch)] for ch in f.call.children()])
+            nd = f.call
+            if nd.op in ("min", "max"):  # functions: a scalar operand is widened (only operators widen it)
+                a = [text[id(ch)] if id(ch) in self.forms else f"({self.vtype(ch.dtype)})({_strip(text[id(ch)])})"
+                     for ch in nd.args]
+                ct = self.ctx.ctype(nd.dtype)
+                fn = self.ctx.helper("f" + nd.op, ct, self.width) if dt.is_float(nd.dtype) else nd.op
+                return f"{fn}({_strip(a[0])}, {_strip(a[1])})"
+            return self._node(nd, [text[id(ch)] for ch in nd.children()])
         lanes = ", ".join(_strip(self._lane(f.expr, k)) for k in range(self.width))
         return f"(({self.vtype(f.expr.dtype)})({lanes}))"
 
@@ -607,8 +666,9 @@ class VectorPrinter(ExprPrinter):
                 memo[id(x)] = name if k == 0 else f"({name} + {k})"
             elif isinstance(f, vz.VecVar):
                 memo[id(x)] = f"{self.var_names[id(x)]}.s{_LANE[k]}"
-            elif id(x) in self._named:
-                memo[id(x)] = f"{self._text[id(x)]}.s{_LANE[k]}"
+            elif id(x) in self._named:  # a mask's true lane is -1: compared, it is a bool
+                lane = f"{self._text[id(x)]}.s{_LANE[k]}"
+                memo[id(x)] = f"({lane} != 0)" if isinstance(f, vz.VecMask) else lane
             else:
                 todo = [ch for ch in x.children() if id(ch) not in memo]
                 if todo:
@@ -1108,7 +1168,8 @@ class KernelWriter:
 
         def printer(exprs, extra=None, prefix="t"):
             assign = ist.role == "assign"
-            names, proven = {**env, **(extra or {})}, self._in_bounds(st) if assign else frozenset()
+            # a vector select reads the arms isl proves in bounds in every lane, in an update too
+            names, proven = {**env, **(extra or {})}, self._in_bounds(st) if assign or vec > 1 else frozenset()
             if vec == 1:
                 return ExprPrinter(ctx, names, self.tensor_names, prefix, speculate=assign, in_bounds=proven)
             return VectorPrinter(ctx, names, self.tensor_names, exprs, prefix, speculate=assign, in_bounds=proven)
@@ -1173,8 +1234,11 @@ class KernelWriter:
             extra = {}
             for x, a in zip(comb.lhs, accs):
                 extra[id(x)] = a
+            # a combine printed lane by lane would print a substituted value whole in every lane
+            whole = plan.combine is None or not any(isinstance(f, (vz.Lanes, vz.ScalarLanes))
+                                                    for f in plan.combine.forms.values())
             for k, (y, v) in enumerate(zip(comb.rhs, vals)):
-                if _used_once(comb, y):  # in the combine's expression: `acc + a * b` contracts to an FMA
+                if whole and _used_once(comb, y):  # in the combine's expression: `acc + a * b` contracts to an FMA
                     extra[id(y)] = _parens(v)
                     continue
                 ty = ctx.ctype(y.dtype) + (str(vec) if vec > 1 else "")

@@ -17,7 +17,11 @@ The IR, small frozen dataclasses over TE nodes (``width`` lanes each):
 * :class:`Convert` -- a cast of a vector;
 * :class:`Lanes` -- evaluated lane by lane (scalar code per lane) and assembled into a vector:
   selects, comparisons, helpers, gathers of non-unit-stride reads;
-* :class:`ScalarLanes` -- a lane-dependent bool: it has no vector form, its users go lane by lane;
+* :class:`VecMask` -- a lane-dependent bool as an OpenCL mask (a lane true: all its bits set): a
+  comparison of vectors, ``&``, ``|`` or ``!`` of masks;
+* :class:`VecSelect` -- ``select(c, a, b)`` by the mask of ``c``, both arms evaluated (the printer
+  goes lane by lane where an arm reads memory it cannot prove in bounds);
+* :class:`ScalarLanes` -- a lane-dependent bool without a mask form: its users go lane by lane;
 * :class:`Broadcast` -- a lane-free value (or the reduction's identity) widened to a vector;
 * :class:`VecStore` -- ``width`` elements stored from the block point's output element, ``stride``
   apart (1: one vector store; a phased dimension's stride: lane by lane).
@@ -37,8 +41,10 @@ from ..te.visit import post_order
 
 # operators applied to whole OpenCL vectors (scalar operands widen implicitly)
 VEC_FLOAT_OPS = frozenset(["add", "sub", "mul", "div", "neg", "exp", "log", "log2", "log1p", "sqrt", "rsqrt",
-                           "tanh", "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "sigmoid", "abs"])
-VEC_INT_OPS = frozenset(["add", "sub", "mul", "neg"])
+                           "tanh", "sin", "cos", "erf", "floor", "ceil", "round", "trunc", "sigmoid", "abs",
+                           "min", "max"])
+VEC_INT_OPS = frozenset(["add", "sub", "mul", "neg", "min", "max"])
+COMPARISONS = frozenset(["lt", "le", "gt", "ge", "eq", "ne"])
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +102,23 @@ class Lanes:
     """``expr`` evaluated lane by lane and assembled into a vector."""
 
     expr: object
+    width: int
+
+
+@dataclass(frozen=True, eq=False)
+class VecMask:
+    """A lane-dependent bool ``expr`` as a mask vector: a comparison, or ``and``/``or``/``not`` of masks and
+    lane-free bools."""
+
+    expr: object
+    width: int
+
+
+@dataclass(frozen=True, eq=False)
+class VecSelect:
+    """``call`` (a select of numbers by a VecMask) as OpenCL's ``select()`` of whole vectors."""
+
+    call: object
     width: int
 
 
@@ -187,7 +210,14 @@ def vectorize_exprs(roots, vectors, width):
 
 def _form(nd, kids, forms, unit, width):
     if nd.dtype == "bool":
+        if isinstance(nd, Call) and not any(isinstance(forms.get(id(ch)), ScalarLanes) for ch in kids):
+            if nd.op in COMPARISONS and kids[0].dtype == kids[1].dtype != "bool":
+                return VecMask(nd, width)
+            if nd.op in ("and", "or", "not"):
+                return VecMask(nd, width)
         return ScalarLanes(nd, width)
+    if isinstance(nd, Call) and nd.op == "select" and isinstance(forms.get(id(kids[0])), VecMask):
+        return VecSelect(nd, width)
     if isinstance(nd, Load):
         ix = nd.indices
         if nd.tensor.dtype != "bool" and ix and not any(id(x) in forms for x in ix[:-1]) and unit(ix[-1]):
@@ -230,4 +260,4 @@ def vectorize_block(ist):
 
 
 __all__ = ["vectorize_block", "vectorize_exprs", "VecBlock", "VecExprs", "Ramp", "VecVar", "VecLoad", "VecOp",
-           "Convert", "Lanes", "ScalarLanes", "Broadcast", "VecStore"]
+           "Convert", "Lanes", "VecMask", "VecSelect", "ScalarLanes", "Broadcast", "VecStore"]
