@@ -291,13 +291,15 @@ def _needs_model(schedule):
 
 
 def _renamed(outs):
-    """The graph a build generates code for: every stage uniquely named (as ``pa.show`` names it), and every read
+    """The graph a build generates code for: every stage uniquely named (as ``pa.show`` names it), every read
     that nothing proves inside its tensor guarded (:func:`polyad.poly.bounds.guarded_reads`; one proven outside
-    is an OutOfBoundsError)."""
+    is an OutOfBoundsError), and every reduction's quasi-affine ``where=`` in its domain
+    (:func:`polyad.poly.simplify.lift_where`)."""
     from ..poly.bounds import guarded_reads
+    from ..poly.simplify import lift_where
     from ..schedule.graph import uniquely_named
 
-    return uniquely_named(guarded_reads(outs))
+    return uniquely_named(lift_where(guarded_reads(outs)))
 
 
 # ---------------------------------------------------------------------------------------------

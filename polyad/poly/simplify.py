@@ -47,6 +47,7 @@ MAX_PIECES = 4
 MAX_TERMS = 16
 
 _MEMO = weakref.WeakKeyDictionary()
+_LIFTED = weakref.WeakKeyDictionary()
 
 
 # ---------------------------------------------------------------------------
@@ -60,19 +61,90 @@ def simplify(tensors):
     list for a list).  Stages that are not of the raw form, or about which
     nothing can be proven, are kept (rebuilt only when an input changed).
     """
+    return _rewritten(tensors, simplify_op, "simplify")
+
+
+def lift_where(tensors):
+    """The graph of ``tensors`` with every reduction's quasi-affine ``where=`` conditions in its statement domain.
+
+    A guard in the value is evaluated at every point of the reduction's box; in the domain, isl gives the
+    blocks inside it no guard at all and the borders exact bounds.  A 3x3 max pool with padding 1 read each
+    element of its vector blocks under a guard of its own (16x32x56x56: 7.0 ms, against 1.5 ms lifted).
+    A sum is rewritten as a gradient stage is (:func:`simplify_op`: ``conv2d_transpose``'s strided windows are
+    solved away); any other reducer (max, min, products, tuples such as argmax) keeps its value, its
+    non-affine conditions as a guard, and the outputs no point reaches get the identity.
+    """
+    return _rewritten(tensors, _lift_op, "lift_where")
+
+
+def _rewritten(tensors, rewrite, what):
     single = isinstance(tensors, Tensor)
-    outs = as_tensor_list(tensors, "simplify")
+    outs = as_tensor_list(tensors, what)
     mapping = {}  # id(old op) -> new op
     for op in walk_ops(outs):
         if isinstance(op, PlaceholderOp):
             continue
         new = _rebind_inputs(op, mapping)
         if isinstance(new, ComputeOp):
-            new = simplify_op(new) or new
+            new = rewrite(new) or new
         if new is not op:
             mapping[id(op)] = new
     res = [mapping[id(t.op)].output(t.value_index) if id(t.op) in mapping else t for t in outs]
     return res[0] if single else res
+
+
+def _lift_op(op):
+    """The PolyOp of a reduction ``op`` with its ``where=`` lifted (:func:`lift_where`), or None."""
+    body = op.body[0] if op.body else None
+    if not isinstance(body, Reduce) or not _conjuncts(body.condition):
+        return None
+    if body.combiner.kind() == "sum" and len(op.body) == 1:
+        return simplify_op(op)
+    try:
+        return _LIFTED[op]
+    except KeyError:
+        pass
+    try:
+        res = _lifted(op, body)
+    except (NotAffine, isl.Error, PolyadError):
+        res = None
+    _LIFTED[op] = res
+    return res
+
+
+def _lifted(op, body):
+    comb, out_vars = body.combiner, tuple(op.axis)
+    n, vars_ = len(out_vars), tuple(op.axis) + tuple(body.axis)
+    conv = ToIsl(vars_)
+    dom, opaque = box(vars_), []
+    for c in _conjuncts(body.condition):
+        s = conv.try_set(c)
+        if s is None:
+            opaque.append(c)
+        else:
+            dom = dom.intersect(s)
+    if len(opaque) == len(_conjuncts(body.condition)):
+        return None
+    dom = dom.coalesce()
+    values = body.source
+    if opaque:
+        guard = _and_all(opaque)
+        values = tuple(select(guard, v, i) for v, i in zip(values, comb.identity))
+    stmts = []
+    if not dom.is_empty():
+        # reduction variables over the exact bounding box of the domain
+        red = tuple(IterVar(v.name, v.dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
+                    for v, (lo, hi) in zip(vars_[n:], bounds(dom)[n:]))
+        svars = out_vars + red
+        values = tuple(substitute(_fold_conditions(v, dom, vars_), dict(zip(vars_[n:], red))) for v in values)
+        stmts.append(Statement("S0", svars, n, rename(dom, svars, "S0"), values, comb))
+        reached = dom.project_out(_dt.set, n, len(red)).reset_tuple_id()
+    else:
+        reached = box(out_vars).subtract(box(out_vars))
+    rest = box(out_vars).subtract(reached).coalesce()
+    if not rest.is_empty():  # outputs whose windows lie wholly outside: the identity, as the guard gave
+        stmts.append(Statement("Z", out_vars, n, rename(rest, out_vars, "Z"), tuple(comb.identity)))
+    return PolyOp(op.name, op.shape, tuple(b.dtype for b in op.body), tuple(stmts), {})
 
 
 def _rebind_inputs(op, mapping):
