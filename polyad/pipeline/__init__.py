@@ -201,7 +201,7 @@ def resolve_schedule(outputs, schedule, device=None, inputs=None):
     model = device_model(dev)
     outs = as_tensor_list(outputs, "build outputs")
     outs, ins = cut(outs, as_tensor_list(inputs, "build inputs") if inputs is not None else placeholders(outs))
-    renamed = _renamed(outs)
+    renamed = build_graph(outs)
     tuning = tuned.plan(schedule, renamed, ins, dev)
     return _within_device(tuning.resolve(renamed, model), model.widths, nontemporal=model.nontemporal)
 
@@ -249,7 +249,7 @@ def generate(outputs, inputs, schedule="naive", device=None):
 
     outs, ins = cut(as_tensor_list(outputs, "build outputs"), as_tensor_list(inputs, "build inputs"))
     model = DeviceModel.of(device) if _needs_model(schedule) else None
-    renamed = _renamed(outs)  # the graph pa.build generates: its unproven reads guarded
+    renamed = build_graph(outs)  # the graph pa.build generates: its unproven reads guarded
     g, loop = prepare(renamed, resolve(schedule, renamed, model) if model else schedule)
     return codegen(g, ins, loop, wide=model is not None and model.kind == "cpu" or None,
                    widths=model.widths if model is not None else None)
@@ -290,7 +290,7 @@ def _needs_model(schedule):
     return isinstance(schedule, str) and schedule == "auto"
 
 
-def _renamed(outs):
+def build_graph(outs):
     """The graph a build generates code for: every stage uniquely named (as ``pa.show`` names it), every read
     that nothing proves inside its tensor guarded (:func:`polyad.poly.bounds.guarded_reads`; one proven outside
     is an OutOfBoundsError), and every reduction's quasi-affine ``where=`` in its domain
@@ -384,7 +384,7 @@ def _build(outputs, inputs, schedule="auto", device=None):
                           "regenerating it", RuntimeWarning, stacklevel=3)  # pa.build's caller
             forget_program(key)
     # renaming rebuilds every stage of a graph with repeated names: only what is generated needs it
-    renamed = _renamed(outs)
+    renamed = build_graph(outs)
     program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs)
     missed = tuned.missed(tuning, outs)
     if key is not None:

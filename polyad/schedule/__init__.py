@@ -578,15 +578,17 @@ def show(tensors, schedule="auto", device=None):
     :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph.
     :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
     """
+    # the build driver's doors (as DeviceModel.of's): the graph pa.build generates code for (its unproven reads
+    # guarded, its where= clauses lifted: a schedule decided on it does not fit the graph as written), and for
+    # auto the device's tuning records (pa.tuned, pa.tuning_log)
+    from ..pipeline import build_graph, resolve_schedule  # noqa: PLC0415
     from ..te.printer import show as show_graph
+    from ..te.tensor import as_tensor_list
     from .tuning import Tuned
 
     if isinstance(schedule, Tuned) or (isinstance(schedule, str) and schedule == "auto" and not _is_model(device)):
-        # the device's tuning records apply (pa.tuned, pa.tuning_log): the build driver knows the device
-        from ..pipeline import resolve_schedule  # noqa: PLC0415 - the scheduler's door to it, as DeviceModel.of
-
         schedule = resolve_schedule(tensors, schedule, device)
-    outs, sched = prepare(tensors, schedule, device)
+    outs, sched = prepare(build_graph(as_tensor_list(tensors, "show")), schedule, device)
     return sched.describe() + "\n\n" + show_graph(outs)
 
 

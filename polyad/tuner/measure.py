@@ -171,7 +171,7 @@ class Context:
 
 def graph_context(outputs, inputs, model):
     """The :class:`Context` of a build of ``outputs`` from ``inputs`` planned for ``model``."""
-    from ..pipeline import _renamed
+    from ..pipeline import build_graph
     from ..schedule.auto import auto_schedule
     from ..te.graph import cut
     from ..te.tensor import as_tensor_list
@@ -180,7 +180,7 @@ def graph_context(outputs, inputs, model):
 
     outs, ins = cut(as_tensor_list(outputs, "tune outputs"), as_tensor_list(inputs, "tune inputs"))
     key = workload_key(outs, ins)  # as pa.build keys it: on the graph cut, not yet renamed and guarded
-    outs = _renamed(outs)
+    outs = build_graph(outs)
     return Context(outs, list(ins), model, auto_schedule(outs, device=model, renamed=True), key)
 
 

@@ -132,7 +132,7 @@ def test_warm_build_neither_renames_nor_generates(monkeypatch):
     cold = pa.build(U2, [X], schedule="auto")
     import polyad.pipeline as pipeline
 
-    monkeypatch.setattr(pipeline, "_renamed", _no_generate)
+    monkeypatch.setattr(pipeline, "build_graph", _no_generate)
     monkeypatch.setattr(codegen, "generate", _no_generate)
     warm = pa.build(U2, [X], schedule="auto")
     got, arrays = _run(warm, [X])

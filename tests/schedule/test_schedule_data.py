@@ -211,3 +211,19 @@ def test_rfactor_over_an_unknown_axis_names_it():
     *_, S = _graph()
     with pytest.raises(pa.ScheduleError, match=r"stage 'T' has no reduction axis 'q'"):
         prepare([S], Schedule(rfactor={"T": RFactor(4, "q")}))
+
+
+def test_pa_show_with_a_schedule_shows_the_graph_pa_build_generates(opencl):
+    """A where= clipped sum is a polyhedral stage in the graph builds generate (lift_where), which a schedule may
+    pad; pa.show applied that schedule to the graph as written, where the stage is a compute: a ScheduleError."""
+    n = 12
+    X = pa.placeholder((n,), name="X")
+    W = pa.placeholder((3,), name="W")
+    r = pa.reduce_axis((0, 3), "r")
+    T = pa.compute((n,), lambda i: pa.sum(X[i + r - 1] * W[r], axis=r, where=(i + r - 1 >= 0) & (i + r - 1 < n)),
+                   name="T")
+    s = Schedule(pad=frozenset({"T"}))
+    text = pa.show(T, schedule=s)
+    assert "pad_reads T" in text and "poly X_pad" in text and "T[i] = sum(X_pad[i + r]*W[r]" in text
+    x, w = np.arange(n, dtype=np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_allclose(pa.build(T, [X, W], schedule=s)(x, w), pa.evaluate(T, {X: x, W: w}))

@@ -302,13 +302,13 @@ def test_a_logged_schedule_of_the_same_structure_with_other_stage_names_applies_
     log = tmp_path / "conv.jsonl"
     pa.tune(outs, ins, trials=4, log=log, workers=2, repeat=2, confirm=0)
     # a record naming H_pad (the padded copy of the head), the fastest by far: the graph's best whole schedule
-    from polyad.pipeline import _renamed, select_device
+    from polyad.pipeline import build_graph, select_device
     from polyad.runtime.device import device_key
     from polyad.schedule.tuning import Record, TuningLog, workload_key
 
     padded = pa.Schedule("mine", stages={"H_pad": pa.StageSchedule(tile=(1, 1, 2, 2))}, pad=frozenset({"d_X_from_conv2d"}))
     with TuningLog(log) as w:
-        w.append(Record.of(padded, workload_key(_renamed(outs), ins), device_key(select_device()), trial=99,
+        w.append(Record.of(padded, workload_key(build_graph(outs), ins), device_key(select_device()), trial=99,
                            candidate="hand", times=[1e-9]))
     got = resolve_schedule(outs, pa.tuned(log), inputs=ins)
     assert "H_pad" in got.stages  # it fits the graph it was tuned on
@@ -323,7 +323,7 @@ def test_a_logged_schedule_of_the_same_structure_with_other_stage_names_applies_
 def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_are_permuted(tmp_path):
     """Two graphs of one structure, stages A and C swapped: one workload key, and the schedule of the first fits
     the second by name, so its blocks went to the other stages. The record's stage keys tell them apart."""
-    from polyad.pipeline import _renamed, resolve_schedule, select_device
+    from polyad.pipeline import build_graph, resolve_schedule, select_device
     from polyad.runtime.device import device_key
     from polyad.schedule.graph import validate
     from polyad.schedule.tuning import Record, TuningLog, stage_key, workload_key
@@ -339,16 +339,16 @@ def test_a_logged_schedule_is_not_applied_by_name_to_a_graph_whose_stage_names_a
     outs, ins = graph("A", "C")
     mine = pa.Schedule("mine", stages={"A": pa.StageSchedule(tile=(2, 4), vectorize=4),
                                        "C": pa.StageSchedule(tile=(8, 12))})
-    prepared = validate(_renamed(outs), mine)  # the stages records key: before inlining
+    prepared = validate(build_graph(outs), mine)  # the stages records key: before inlining
     entries = {op.name: (stage_key(op), mine.stages.get(op.name, mine.default), 1e-9)
                for op in pa.te.walk_ops(prepared) if not isinstance(op, pa.te.PlaceholderOp)}
     log = tmp_path / "swap.jsonl"
     with TuningLog(log) as w:
-        w.append(Record.of(mine, workload_key(_renamed(outs), ins), device_key(select_device()), trial=1,
+        w.append(Record.of(mine, workload_key(build_graph(outs), ins), device_key(select_device()), trial=1,
                            candidate="hand", stages=entries, times=[1e-9]))
     assert resolve_schedule(outs, pa.tuned(log), inputs=ins).stages["A"].vectorize == 4  # its own graph
     outs2, ins2 = graph("C", "A")
-    assert workload_key(_renamed(outs2), ins2) == workload_key(_renamed(outs), ins)
+    assert workload_key(build_graph(outs2), ins2) == workload_key(build_graph(outs), ins)
     got = resolve_schedule(outs2, pa.tuned(log), inputs=ins2)
     assert re.search(r"does not fit it \(its stage '[AC]' is another stage in this graph\)", got.notes[0]), got.notes
     assert got.stages.get("A") != mine.stages["A"]  # the exp stage's block does not go to the division here
@@ -400,7 +400,7 @@ def test_the_cli_shows_the_tuned_schedule_on_the_graph_as_tuned(tmp_path, capsys
     a 4-d forward relu against the 2-d backward stage the tile was for) and the CLI died after tuning."""
     from polyad.bench import tuning as bench_tuning
     from polyad.cli import main
-    from polyad.pipeline import _renamed
+    from polyad.pipeline import build_graph
     from polyad.te.graph import cut
     from polyad.tuner import TuneResult
 
@@ -412,7 +412,7 @@ def test_the_cli_shows_the_tuned_schedule_on_the_graph_as_tuned(tmp_path, capsys
     outs, ins = [G], [X, H, R]
     g = bench_tuning.TuningGraph("fake", outs, ins, [np.ones(t.shape, np.float32) for t in ins])
     monkeypatch.setattr(bench_tuning, "backward_graph", lambda *a, **k: g)
-    tuned_name = _renamed(cut(outs, ins)[0])[0].name  # as the tuner names it: relu_1, after the fed relu
+    tuned_name = build_graph(cut(outs, ins)[0])[0].name  # as the tuner names it: relu_1, after the fed relu
     sched = pa.Schedule("tuned", stages={tuned_name: pa.StageSchedule(tile=(2, 3))})
 
     def fake_tune(*a, **k):
