@@ -65,19 +65,34 @@ def _denied_path(key):
     return records.record_path("devices", "denied-" + records.digest("polyad-denied-1", key))
 
 
+#: a vector width is left out of a device's model once this many different programs failed to build at it.  One
+#: failing program is not the device: LLVM crashed (SIGSEGV) on a 1 MB transposed convolution in float16 on the
+#: Zen 5 whose every other float16 program builds, and that one keeps the width it built at in the program cache.
+#: A compiler that cannot do the width (pip's PoCL 3.0 on a Zen 4: ../shared/repro) fails the next program too.
+DENY_AFTER = 2
+
+
 def denied_widths(device):
-    """Vector widths whose programs failed to build on ``device`` (width -> the compiler's message)."""
-    data = records.read(_denied_path(device_key(device)), "record of failed widths")
-    return {int(w): m for w, m in (data or {}).items()}
+    """Vector widths left out of ``device``'s model: :data:`DENY_AFTER` programs failed to build at each
+    (width -> the compiler's last message)."""
+    data = records.read(_denied_path(device_key(device)), "record of failed widths") or {}
+    return {int(w): got["message"] for w, got in data.items()
+            if isinstance(got, dict) and len(got.get("programs", ())) >= DENY_AFTER}
 
 
-def _deny_width(device, width, message):
+def _deny_width(device, width, message, program):
+    """Count ``program`` (its source's digest) as failing at ``width``; True when the width is now denied."""
     path = _denied_path(device_key(device))
     with records.locked(path):
         data = records.read(path, "record of failed widths") or {}
-        data[str(width)] = message
+        got = data.get(str(width))
+        programs = got.get("programs", []) if isinstance(got, dict) else []
+        if program not in programs:
+            programs = (programs + [program])[-DENY_AFTER:]
+        data[str(width)] = {"message": message, "programs": programs}
         records.write(path, data, "record of failed widths")
     _MODELS.pop(device_key(device), None)
+    return len(programs) >= DENY_AFTER
 
 
 def device_model(device=None):
@@ -448,16 +463,19 @@ def _warn_fallback(dev, tried, used):
     if used.name != "naive":
         # a narrower width built: the wider ones are what this compiler cannot do; remember them, unless the
         # compiler was killed from outside (an external SIGKILL was once kept as the device failing float16)
-        remembered = [s for s, e in tried if getattr(e, "device_fault", True)]
-        for s in remembered:
-            _deny_width(dev, _max_width(s), msg)
+        remembered = [_deny_width(dev, _max_width(s), msg, records.digest("polyad-failed-program-1", e.source or ""))
+                      for s, e in tried if getattr(e, "device_fault", True)]
         what = f"float{_max_width(used)} vectors" if _max_width(used) > 1 else "scalar code"
     else:
         what, remembered = "the naive schedule", []
+    note = ""
+    if any(remembered):
+        note = " (remembered for the device; `polyad devices --calibrate` probes it again)"
+    elif remembered:
+        note = f" (for this program; a second program that fails so leaves float{w} out for the device)"
     warnings.warn(
         f"polyad: the OpenCL compiler of {_name(dev)} failed on stages {stages[:6]} with "
-        f"{f'float{w} vectors' if w > 1 else 'this schedule'} ({msg}); built with {what} instead"
-        + (" (remembered for the device; `polyad devices --calibrate` probes it again)" if remembered else ""),
+        f"{f'float{w} vectors' if w > 1 else 'this schedule'} ({msg}); built with {what} instead" + note,
         RuntimeWarning, stacklevel=4)
 
 

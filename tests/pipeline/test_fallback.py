@@ -184,10 +184,9 @@ def _first_build_falls_back(monkeypatch, failure):
     assert "float16" not in mod.source and 8 in _vector_widths(mod.source)
     _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
     assert tries == [True, False]  # float16 once, then float8, which built
-    denied = pipeline.denied_widths(dev)
-    assert set(denied) == {16}, denied
-    assert ("fake compiler rejects float16" if failure == "rejects" else "scalarize") in denied[16], denied
-    assert pipeline.device_model(dev).widths == (1, 2, 4, 8)  # the model no longer offers float16
+    # one program is not the device: float16 stays in its model (this program keeps float8, program cache)
+    assert "for this program" in msgs[0] and pipeline.denied_widths(dev) == {}
+    assert 16 in pipeline.device_model(dev).widths
     return mod, stage, T, ins, arrays, tries, generated
 
 
@@ -195,7 +194,30 @@ def _first_build_falls_back(monkeypatch, failure):
 def test_a_program_that_does_not_build_falls_back_to_narrower_vectors_with_one_warning(
         monkeypatch, failure, private_denials):
     _first_build_falls_back(monkeypatch, failure)
-    assert private_denials.exists()  # remembered where the fixture put it, not in the machine's cache
+    assert private_denials.exists()  # recorded where the fixture put it, not in the machine's cache
+    # a second program failing at float16 leaves it out of the device's model
+    dev = pipeline.select_device()
+    stage = f"T_second_{uuid.uuid4().hex[:8]}"
+    T, ins, arrays = _matmul(stage)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        mod = pa.build(T, ins, schedule=_wide(stage))
+    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "remembered for the device" in msgs[0], msgs
+    _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
+    denied = pipeline.denied_widths(dev)
+    assert set(denied) == {16}, denied
+    assert ("fake compiler rejects float16" if failure == "rejects" else "scalarize") in denied[16], denied
+    assert pipeline.device_model(dev).widths == (1, 2, 4, 8)  # the model no longer offers float16
+
+
+def test_one_program_failing_twice_does_not_deny_a_width(private_denials):
+    dev = pipeline.select_device()
+    assert not pipeline._deny_width(dev, 16, "error: one", "program-a")
+    assert not pipeline._deny_width(dev, 16, "error: one again", "program-a")
+    assert pipeline.denied_widths(dev) == {} and 16 in pipeline.device_model(dev).widths
+    assert pipeline._deny_width(dev, 16, "error: another", "program-b")
+    assert pipeline.denied_widths(dev) == {16: "error: another"}
 
 
 def test_a_compiler_killed_from_outside_is_not_remembered_as_the_device_failing(monkeypatch, private_denials):
@@ -215,7 +237,7 @@ def test_a_compiler_killed_from_outside_is_not_remembered_as_the_device_failing(
     assert 16 in pipeline.device_model(dev).widths
 
 
-def test_the_same_build_after_a_fallback_neither_retries_nor_warns(monkeypatch):
+def test_the_same_build_after_a_fallback_neither_retries_nor_warns(monkeypatch, private_denials):
     """pipeline's docstring: the program that built is cached "under the original key, so the next build
     neither retries nor warns"."""
     mod, stage, T, ins, arrays, tries, generated = _first_build_falls_back(monkeypatch, "rejects")
