@@ -77,3 +77,33 @@ def test_builds_of_lifted_reductions_match_numpy(opencl):
     for g, w in zip(got, pa.evaluate(outs, feed)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     assert np.isinf(got[4][0]).all()
+
+
+def test_a_transposed_convolution_sums_over_the_quotient_not_over_one_kernel_offset_in_the_stride():
+    """``X[(y + 1 - rh)//2]*W[rh]`` over ``{ rh : (y + 1 - rh) mod 2 = 0 }`` becomes ``X[q]*W[y + 1 - 2*q]`` over
+    ``y - 1 <= 2*q <= y + 1``: a strided convolution's data gradient, which the scheduler runs in phases (the
+    stride in the domain made every block naive loops: 110 ms, against 14-25 ms, for 16x32x56x56, stride 2)."""
+    X = pa.placeholder((2, 3, 5, 6), name="X")
+    W = pa.placeholder((3, 4, 3, 3), name="W")
+    Y = nn.conv2d_transpose(X, W, strides=2, padding=1)
+    (st,) = lift_where(Y).op.statements
+    ops = {n.op for n in post_order(st.values) if isinstance(n, Call)}
+    assert not ops & {"floordiv", "floormod", "select"}, ops
+    b, f, y, x, rc, qh, qw = (v.name for v in st.vars)
+    want = (f"{{ [{b}, {f}, {y}, {x}, {rc}, {qh}, {qw}] : 0 <= {b} <= 1 and 0 <= {f} <= 3 and 0 <= {y} <= 8 and "
+            f"0 <= {x} <= 10 and 0 <= {rc} <= 2 and 0 <= {qh} <= 4 and 0 <= {qw} <= 5 and {y} - 1 <= 2{qh} <= {y} + 1 "
+            f"and {x} - 1 <= 2{qw} <= {x} + 1 }}")
+    dom = st.domain.reset_tuple_id()
+    assert dom.is_equal(dom.read_from_str(dom.get_ctx(), want)), dom
+
+
+def test_transposed_convolutions_solved_by_quotients_match_the_unlifted_sums():
+    rng = np.random.default_rng(4)
+    X = pa.placeholder((2, 4, 5, 7), name="X")
+    for kw in (dict(strides=2, padding=1), dict(strides=3, padding=(0, 2), output_padding=1),
+               dict(strides=(2, 3), padding=2, groups=2), dict(strides=2, dilation=2, padding=1)):
+        W = pa.placeholder((4, 3 if kw.get("groups") is None else 1, 3, 3), name="W")
+        Y = nn.conv2d_transpose(X, W, **kw)
+        feed = {X: rng.standard_normal(X.shape).astype("float32"), W: rng.standard_normal(W.shape).astype("float32")}
+        np.testing.assert_allclose(pa.evaluate(lift_where(Y), feed), pa.evaluate(Y, feed), rtol=1e-5, atol=1e-5,
+                                   err_msg=str(kw))
