@@ -628,12 +628,14 @@ class VectorPrinter(ExprPrinter):
         if isinstance(f, vz.VecSelect):
             nd = f.call
             c, a, b = nd.args
+            arms = [_strip(text[id(x)]) if id(x) in self.forms else f"({self.vtype(x.dtype)})({_strip(text[id(x)])})"
+                    for x in (a, b)]
+            if id(c) not in self.forms:  # one condition for every lane: C's ?: evaluates the arm it takes
+                return f"({text[id(c)]} ? {arms[0]} : {arms[1]})"
             ct = "long" if self.ctx.ctype(nd.dtype) in ("long", "double") else "int"
             mask = self._as_mask(c, ct)
             if mask is not None and self._all_lanes[id(a)] and self._all_lanes[id(b)]:
-                arms = [_strip(text[id(x)]) if id(x) in self.forms else f"({self.vtype(x.dtype)})({_strip(text[id(x)])})"
-                        for x in (b, a)]
-                return f"select({arms[0]}, {arms[1]}, {_strip(mask)})"
+                return f"select({arms[1]}, {arms[0]}, {_strip(mask)})"
             lanes = ", ".join(_strip(self._lane(nd, k)) for k in range(self.width))
             return f"(({self.vtype(nd.dtype)})({lanes}))"
         if isinstance(f, vz.VecOp):

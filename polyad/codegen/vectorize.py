@@ -19,8 +19,9 @@ The IR, small frozen dataclasses over TE nodes (``width`` lanes each):
   selects, comparisons, helpers, gathers of non-unit-stride reads;
 * :class:`VecMask` -- a lane-dependent bool as an OpenCL mask (a lane true: all its bits set): a
   comparison of vectors, ``&``, ``|`` or ``!`` of masks;
-* :class:`VecSelect` -- ``select(c, a, b)`` by the mask of ``c``, both arms evaluated (the printer
-  goes lane by lane where an arm reads memory it cannot prove in bounds);
+* :class:`VecSelect` -- ``select(c, a, b)`` of whole vectors: by the mask of ``c``, both arms evaluated
+  (the printer goes lane by lane where an arm reads memory it cannot prove in bounds), or by a lane-free
+  ``c``, one arm evaluated;
 * :class:`ScalarLanes` -- a lane-dependent bool without a mask form: its users go lane by lane;
 * :class:`Broadcast` -- a lane-free value (or the reduction's identity) widened to a vector;
 * :class:`VecStore` -- ``width`` elements stored from the block point's output element, ``stride``
@@ -116,7 +117,7 @@ class VecMask:
 
 @dataclass(frozen=True, eq=False)
 class VecSelect:
-    """``call`` (a select of numbers by a VecMask) as OpenCL's ``select()`` of whole vectors."""
+    """``call`` (a select of numbers by a VecMask or a lane-free bool) over whole vectors."""
 
     call: object
     width: int
@@ -216,8 +217,9 @@ def _form(nd, kids, forms, unit, width):
             if nd.op in ("and", "or", "not"):
                 return VecMask(nd, width)
         return ScalarLanes(nd, width)
-    if isinstance(nd, Call) and nd.op == "select" and isinstance(forms.get(id(kids[0])), VecMask):
-        return VecSelect(nd, width)
+    if isinstance(nd, Call) and nd.op == "select" and (id(kids[0]) not in forms
+                                                       or isinstance(forms.get(id(kids[0])), VecMask)):
+        return VecSelect(nd, width)  # by a mask, or by a lane-free bool
     if isinstance(nd, Load):
         ix = nd.indices
         if nd.tensor.dtype != "bool" and ix and not any(id(x) in forms for x in ix[:-1]) and unit(ix[-1]):

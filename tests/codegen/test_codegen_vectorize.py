@@ -150,3 +150,23 @@ def test_a_combine_printed_lane_by_lane_reads_its_value_from_one_temporary(openc
     x = np.random.default_rng(2).standard_normal((2, 20)).astype("float32")
     x[:, ::3] = 0.0
     np.testing.assert_array_equal(pa.build([Y], [X], schedule=s)(x)[0], pa.evaluate([Y], {X: x})[0])
+
+
+def test_a_select_by_a_lane_free_condition_picks_whole_vectors(opencl):
+    """An embedding's gradient sums ``select(I[k] == r, H[k, c], 0)`` along k, vectorised along c: one condition
+    for every lane, which picked lane by lane ran 450 ms (10000x64 table, 4096 indices), 20 ms as whole vectors."""
+    import numpy as np
+
+    I = pa.placeholder((6,), "int32", name="I")
+    H = pa.placeholder((6, 16), name="H")
+    k = pa.reduce_axis((0, 6), name="k")
+    D = pa.compute((5, 16), lambda r, c: pa.sum(pa.select(I[k] == r, H[k, c], pa.const(0.0)), axis=k), name="D")
+    s = Schedule("v", stages={"D": StageSchedule(tile=(1, 16), vectorize=8)})
+    prog = generate([D], [I, H], s)
+    (upd,) = _blocks(prog, "update")
+    assert any(isinstance(f, vz.VecSelect) for f in vz.vectorize_block(upd).values.forms.values())
+    assert "? vload8(0, H + " in prog.source and ".s7" not in prog.source
+    i = np.array([0, 3, 3, 4, 0, 2], np.int32)
+    h = np.random.default_rng(5).standard_normal((6, 16)).astype("float32")
+    np.testing.assert_allclose(pa.build([D], [I, H], schedule=s)(i, h)[0], pa.evaluate([D], {I: i, H: h})[0],
+                               rtol=1e-6)
