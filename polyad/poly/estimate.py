@@ -77,7 +77,9 @@ def value_flops(values):
 def statement_cost(st):
     """(iterations, flops) of one statement."""
     it = count(st.domain)
-    per = value_flops(st.values) + (1 if st.combiner is not None else 0)
+    # a combine is one operation for sum, max, min and products; an argmax's is six (the NaN tests, the tie on the
+    # index, the selects)
+    per = value_flops(st.values) + (max(1, value_flops(st.combiner.result)) if st.combiner is not None else 0)
     return it, it * per
 
 

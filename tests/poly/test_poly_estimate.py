@@ -107,3 +107,16 @@ def test_variable_names_isl_would_misread(name):
     for i in range(3):
         expect[i, i, i + 1:] = 1.0
     np.testing.assert_array_equal(pa.evaluate(g, {X: np.ones((3, 4), "float32")}), expect)
+
+
+def test_a_combine_counts_its_own_operations():
+    """sum, max and products combine in one operation; an argmax's combine compares the values (NaN first), breaks
+    a tie on the index and selects both: the model priced a pool's argmax at a fifth of its work."""
+    X = pa.placeholder((4, 6), name="X")
+    k = pa.reduce_axis((0, 6), "k")
+    S = pa.compute((4,), lambda i: pa.max(X[i, k], axis=k), name="S")
+    A = pa.ops.argmax(X, axis=1)
+    e = pa.estimate([S, A])
+    assert e.stage("S").flops == 24
+    arg = next(s for s in e.stages if s.name != "S" and s.iterations == 24)
+    assert arg.flops >= 4 * 24, arg
