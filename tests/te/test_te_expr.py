@@ -235,3 +235,27 @@ def test_an_integer_division_by_the_constant_zero_is_an_error_as_in_python(op):
     with pytest.raises(pa.PolyadError, match="by the constant 0"):
         op(3, 0)
     assert op(pa.const(1.0), 0.0).dtype == "float32"  # a float divisor of 0 is IEEE's
+
+
+def test_pow_by_one_and_by_zero_fold_exactly():
+    """IEEE's and numpy's pow(x, 1) is x and pow(x, 0) is 1 for every x, NaN and infinities included: the derivative
+    of ``x ** 2.0`` was ``2.0 * pow(x, 1.0)``, which PoCL computes at 86 ms a million floats (a variance's backward,
+    16x32x56x56: 244 ms, 0.44 ms folded)."""
+    import numpy as np
+
+    from polyad.te.expr import Call, Const, Load
+    from polyad.te.visit import post_order
+
+    X = pa.placeholder((6,), name="X")
+    I = pa.placeholder((6,), "int32", name="I")
+    i = pa.placeholder((), "int32", name="i")[()]
+    assert isinstance(X[i] ** 1.0, Load) and isinstance(I[i] ** 1, Load)
+    assert isinstance(X[i] ** 0.0, Const) and (X[i] ** 0.0).value == 1.0 and (I[i] ** 0).dtype == "int32"
+    with pytest.raises(pa.DtypeError):  # an int base and a float power do not mix, folded or not
+        I[i] ** 1.0
+    H = pa.placeholder((6,), name="H")
+    (dX,) = pa.differentiate(pa.compute((6,), lambda j: X[j] ** 2.0, name="Y"), [X], H)
+    assert not [n for n in post_order(dX.op.body) if isinstance(n, Call) and n.op == "pow"]
+    x = np.array([np.nan, np.inf, -np.inf, -0.0, 2.5, -3.0], np.float32)
+    T = pa.compute((6,), lambda j: X[j] ** 1.0 + X[j] ** 0.0, name="T")
+    np.testing.assert_array_equal(pa.evaluate(T, {X: x}), np.power(x, 1.0) + np.power(x, 0.0))
