@@ -381,18 +381,24 @@ def _reduction_extent(op):
 def _row_axis(op):
     """The reduction axis a single-output sum/max/min reads contiguously (the last index of every
     load that uses it is that axis plus something free of it), or None.  Only pure row reductions:
-    every such load uses every output dimension (a matmul's operands are reused across outputs)."""
-    b = op.body[0] if isinstance(op, ComputeOp) else None
-    if not isinstance(b, Reduce) or len(op.body) != 1 or b.combiner.kind() is None:
+    every such load uses every output dimension (a matmul's operands are reused across outputs).  A compute, or a
+    PolyOp's single box reduction (a folded row max: softmax's, whose lanes along the rows gathered 8 rows 1000
+    apart)."""
+    form = _split_form(op)
+    if form is None or len(form[0]) != 1:
+        return None
+    data, body, _ = _reduction_form(op)
+    b = body[0]
+    if not isinstance(b, Reduce) or b.combiner.kind() is None:
         return None
     ax = max(b.axis, key=lambda a: a.extent)
     seen = False
-    for n in post_order(tuple(op.body)):
+    for n in post_order(tuple(body)):
         if isinstance(n, Load) and any(_uses(ix, ax) for ix in n.indices):
             if not n.indices or not _contiguous(n.indices[-1], ax) or any(_uses(ix, ax) for ix in n.indices[:-1]):
                 return None
             seen = True
-    return ax if seen and _reads_every_output(op.body, op.axis, ax) else None
+    return ax if seen and _reads_every_output(body, data, ax) else None
 
 
 def _row_factor(e, dm):
