@@ -561,8 +561,41 @@ def _build(op, out_vars, cases):
     return PolyOp(op.name, op.shape, (dtype,), tuple(stmts), {})
 
 
+#: at most this many disjoint pieces from overlapping assignment cases (beyond: accumulating statements)
+MAX_ASSIGN_PIECES = 16
+
+
 def _merge_cases(cases, n):
-    """Assignment cases (no reduction left) over equal domains become one: their values added."""
+    """Assignment cases (no reduction left) become disjoint pieces, each the sum of the values that cover it:
+    ``A where b <= 7`` and ``B`` everywhere are ``A + B where b <= 7`` and ``B where b >= 8``.  Overlapping, the
+    later one was an accumulating statement without a reduction, which no tiled schedule of codegen's keeps in
+    order (a ScheduleError); split's adjoint summed its pieces so."""
+    assigns, out = [], []
+    for dom, vars_, value in cases:
+        if len(vars_) != n:
+            out.append((dom, vars_, value))
+            continue
+        pieces_, rest = [], dom
+        for d2, v2, val2 in assigns:
+            both = _intersect(d2, dom)
+            if both.is_empty():
+                pieces_.append((d2, v2, val2))
+                continue
+            only = _subtract(d2, dom)
+            if not only.is_empty():
+                pieces_.append((only, v2, val2))
+            pieces_.append((both, v2, binary("add", val2, value)))
+            rest = _subtract(rest, d2)
+        if not rest.is_empty():
+            pieces_.append((rest, vars_, value))
+        if len(pieces_) > MAX_ASSIGN_PIECES:
+            return _equal_merged(cases, n)
+        assigns = pieces_
+    return assigns + out
+
+
+def _equal_merged(cases, n):
+    """Assignment cases over equal domains become one: their values added (the rest stay apart)."""
     out = []
     for dom, vars_, value in cases:
         if len(vars_) == n:

@@ -337,3 +337,22 @@ def test_idempotent_and_polyops_read_rewritten_inputs():
     h = rand((2, 60))
     np.testing.assert_allclose(pa.evaluate(s, {H: h}), pa.evaluate(dB, {H: h}))
     assert simplify(s) is s
+
+
+def test_overlapping_assignment_terms_become_disjoint_pieces_that_tiles_keep_in_order(opencl):
+    """``select(b < 8, A, 0) + B`` is ``A + B where b <= 7`` and ``B where b >= 8``: overlapping, the second term
+    was an accumulating statement without a reduction, and every tiled schedule of it was a ScheduleError."""
+    from polyad.schedule import Schedule, StageSchedule
+
+    A = pa.placeholder((2, 16, 3, 40), name="A")
+    B = pa.placeholder((2, 16, 3, 40), name="B")
+    D = pa.compute(A.shape, lambda a, b, c, d: pa.select(b < 8, A[a, b, c, d], 0.0) + B[a, b, c, d], name="D")
+    S = simplify(D)
+    assert [st.accumulate for st in S.op.statements] == [False, False] and not selects_and_compares(S)
+    doms = [st.domain.reset_tuple_id() for st in S.op.statements]
+    assert doms[0].intersect(doms[1]).is_empty()
+    x, y = rand(A.shape, 1), rand(B.shape, 2)
+    want = pa.evaluate(D, {A: x, B: y})
+    for ss in (StageSchedule(tile=(1, 1, 3, 32), vectorize=16), StageSchedule(tile=(1, 2, 1, 8))):
+        got = pa.build(S, [A, B], schedule=Schedule("t", stages={"D": ss}))(x, y)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
