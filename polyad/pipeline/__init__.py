@@ -31,7 +31,7 @@ import dataclasses
 import os
 import warnings
 
-from ..errors import BuildError, DeviceError
+from ..errors import BuildError, DeviceError, ScheduleError
 from ..runtime import records
 from ..runtime.device import FIX_HINT, all_devices, describe, device_key, find_device
 from ..te.tensor import Tensor, as_tensor_list
@@ -374,6 +374,7 @@ def _build(outputs, inputs, schedule="auto", device=None):
     :func:`tuned.missed`; None on a program cache hit, whose build already said so), else None.  ``pa.vjp``
     builds its two modules with it and warns once, when neither was in the log."""
     from ..runtime.module import Module
+    from ..schedule.tuning import Tuned
     from ..te.graph import cut
     from .programs import forget_program, load_program, program_key, store_program
 
@@ -400,7 +401,8 @@ def _build(outputs, inputs, schedule="auto", device=None):
             forget_program(key)
     # renaming rebuilds every stage of a graph with repeated names: only what is generated needs it
     renamed = build_graph(outs)
-    program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs)
+    derived = _needs_model(schedule) or isinstance(schedule, Tuned)
+    program, module = _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs, derived)
     missed = tuned.missed(tuning, outs)
     if key is not None:
         store_program(key, program)
@@ -418,7 +420,11 @@ def _max_width(sched):
     return max([sched.default.vectorize] + [ss.vectorize for ss in sched.stages.values()])
 
 
-def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
+def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs, derived=False):
+    """(program, module) of the first of ``tuning``'s schedule, narrower vectors of it and naive loops that builds.
+
+    ``derived``: the schedule is polyad's (auto, the tuning log), so a ScheduleError code generation raises on
+    it is polyad's to absorb (naive loops, with a warning); a schedule the user wrote is theirs to fix."""
     from ..runtime.module import Module
     from ..schedule import naive
 
@@ -437,8 +443,20 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
     last = attempts[-1]
     if last.stages or last.inline or last.rfactor or last.pad or last.space_to_depth or last.fold:
         attempts.append(naive())
-    for i, s in enumerate(attempts):
-        program = program_for(renamed, ins, s, dev, model)
+    i = 0
+    while i < len(attempts):
+        s = attempts[i]
+        try:
+            program = program_for(renamed, ins, s, dev, model)
+        except ScheduleError as e:
+            if not derived or i == len(attempts) - 1:
+                raise
+            warnings.warn(f"polyad: code generation refused the schedule polyad chose ({str(e).splitlines()[0][:300]});"
+                          " built with naive loops instead (polyad's fault: please report it)", RuntimeWarning,
+                          stacklevel=3)
+            i = len(attempts) - 1  # narrower vectors keep the same loops: naive ones
+            continue
+        i += 1
         try:
             module = Module(program, dev, single_output=single, inputs=user_inputs)
         except BuildError as e:
@@ -446,7 +464,7 @@ def _build_with_fallback(renamed, ins, tuning, dev, model, single, user_inputs):
                 first = e
             tried.append((s, e))
             continue
-        if i:
+        if tried:
             _warn_fallback(dev, tried, s)
         return program, module
     raise BuildError(

@@ -277,3 +277,30 @@ def test_when_nothing_builds_the_error_has_the_source_and_says_what_was_tried(mo
     assert pipeline.denied_widths(pipeline.select_device()) == {}
     assert not private_denials.exists()
     assert not [w for w in rec if "failed on stages" in str(w.message)]
+
+
+def test_a_schedule_polyad_chose_that_codegen_refuses_builds_naive_with_a_warning(monkeypatch, private_denials):
+    """The auto schedule is polyad's: a ScheduleError code generation raises on it (its legality check: an
+    accumulation without a reduction once) is absorbed, naive loops and one warning; a schedule the user wrote
+    gets the error."""
+    from polyad.codegen import tree
+
+    real = tree.check_legality
+
+    def refuse(op, ists, sched):
+        if any(ist.kind == "block" for ist in ists):
+            raise pa.ScheduleError(f"stage {op.name!r}: the loop schedule would reorder dependent statement instances")
+        return real(op, ists, sched)
+
+    monkeypatch.setattr(tree, "check_legality", refuse)
+    stage = f"T_refused_{uuid.uuid4().hex[:8]}"
+    T, ins, arrays = _matmul(stage, n=2048)
+    assert pa.show(T, schedule="auto").count(f"stage {stage}: tile")  # auto blocks it
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        mod = pa.build(T, ins, schedule="auto")
+    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 1 and "refused the schedule polyad chose" in msgs[0] and "naive loops" in msgs[0], msgs
+    _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
+    with pytest.raises(pa.ScheduleError, match="reorder dependent"):
+        pa.build(T, ins, schedule=_wide(stage))
