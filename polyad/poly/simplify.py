@@ -190,6 +190,40 @@ def simplify_op(op):
 # one stage
 # ---------------------------------------------------------------------------
 
+#: a piecewise stage read whole is inlined as its pieces when it has at most this many statements
+MAX_READ_PIECES = 4
+
+
+def _pieces_read(value, out_vars):
+    """``value`` (elementwise over ``out_vars``) with each read ``P[o]`` of a polyhedral stage of assignments, at
+    exactly the output point, replaced by its pieces: ``select(in S1, v1, select(in S0, v0, ...))``, the later
+    statement winning as it overwrites.
+
+    An adjoint adds its consumers' contributions: split's were four full-size stages, each its quarter of H and
+    zeros, and a stage adding them (16x32x56x56: 4.7 ms, against 0.15 ms for its forward).  Read as pieces, the
+    simplifier gives each quarter its own statement of one stage.
+    """
+    n = len(out_vars)
+
+    def inlined(node, rebuilt):
+        if not isinstance(node, Load) or len(node.indices) != n or not all(a is b for a, b in zip(node.indices, out_vars)):
+            return None
+        op = node.tensor.op
+        if not isinstance(op, PolyOp) or op.num_outputs != 1 or tuple(op.shape) != tuple(v.extent for v in out_vars) \
+                or len(op.statements) > MAX_READ_PIECES or any(
+                    st.combiner is not None or st.n_out != n or len(st.vars) != n for st in op.statements):
+            return None
+        back = FromIsl(out_vars)
+        out = None
+        for st in op.statements:
+            v = substitute(st.values[0], dict(zip(st.vars, out_vars)))
+            c = back.cond_of_set(rename(st.domain, out_vars))
+            out = v if out is None else select(c, v, out)
+        return out
+
+    return transform(value, inlined)
+
+
 def _is_zero(e):
     return isinstance(e, Const) and not dt.is_bool(e.dtype) and e.value == 0
 
@@ -295,7 +329,7 @@ def _simplify_op(op):
         red_vars = tuple(body.axis)
         src, where = body.source[0], _conjuncts(body.condition)
     else:
-        red_vars, src, where = (), body, ()
+        red_vars, src, where = (), _pieces_read(body, out_vars), ()
     all_vars = out_vars + red_vars
     conv = ToIsl(all_vars)
     full = box(all_vars)
