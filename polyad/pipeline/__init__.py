@@ -311,10 +311,9 @@ def build_graph(outs):
     is an OutOfBoundsError), and every reduction's quasi-affine ``where=`` in its domain
     (:func:`polyad.poly.simplify.lift_where`)."""
     from ..poly.bounds import guarded_reads
-    from ..poly.simplify import lift_where
-    from ..schedule.graph import uniquely_named
+    from ..schedule.graph import scheduled_graph
 
-    return uniquely_named(lift_where(guarded_reads(outs)))
+    return scheduled_graph(guarded_reads(outs))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -562,9 +562,9 @@ def prepare(outputs, schedule="auto", device=None):
     :raises ScheduleError: when ``schedule`` is malformed or does not fit the graph (naming the stage).
     :raises DeviceError: for ``"auto"``, when the device's model cannot be had.
     """
-    from .graph import apply_graph_schedule, uniquely_named
+    from .graph import apply_graph_schedule, scheduled_graph
 
-    outs = uniquely_named(outputs)
+    outs = scheduled_graph(outputs)
     return apply_graph_schedule(outs, resolve(schedule, outs, device))
 
 

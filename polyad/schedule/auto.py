@@ -19,7 +19,7 @@ from ..te.memo import Recent
 from ..te.tensor import as_tensor_list
 from . import Schedule, StageSchedule
 from .cost import StageInfo, full_fraction, stage_cost, stage_features, stage_info
-from .graph import check_stage_schedule, stage_ops, uniquely_named
+from .graph import check_stage_schedule, scheduled_graph, stage_ops
 from .model import DeviceModel
 from .space import (INLINE_MAX_DEPTH, INLINE_MAX_SIZE, RULE, RULES, Space, candidate_space, graph_decisions,
                     stage_space)
@@ -67,7 +67,7 @@ _MEMO = Recent(64)
 
 def _auto_schedule(outs, dm, renamed, lookup):
     if not renamed:
-        outs = uniquely_named(outs)
+        outs = scheduled_graph(outs)
     graph = graph_decisions(outs, dm)
     notes = list(graph.notes)
     stages = {}

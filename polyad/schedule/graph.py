@@ -35,7 +35,7 @@ from ..te.graph import map_values
 from ..te.memo import graph_memo, op_memo
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["scheduled_graph", "fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:
@@ -85,6 +85,17 @@ def stage_ops(outputs):
     """The computed stages of ``outputs`` (dependency order) and name -> op (unique names expected)."""
     ops = [op for op in walk_ops(outputs) if not isinstance(op, PlaceholderOp)]
     return ops, {op.name: op for op in ops}
+
+
+def scheduled_graph(outputs):
+    """The graph schedules are decided on and applied to: :func:`uniquely_named`, with every reduction's
+    quasi-affine ``where=`` in its statement domain (:func:`polyad.poly.simplify.lift_where`, which ``pa.build``
+    generates code for).  ``auto_schedule``, ``candidate_space`` and ``prepare`` take the graph as written through
+    it: decided on the compute as written, an rfactor of a where-clipped reduction did not fit its lifted,
+    non-box stage (the fuzzer's random schedules found it).  Idempotent."""
+    from ..poly.simplify import lift_where
+
+    return uniquely_named(lift_where(as_tensor_list(outputs, "schedule outputs")))
 
 
 def uniquely_named(outputs):
@@ -1469,5 +1480,5 @@ def _decided(outs, decisions):
 
 def apply_graph_schedule(outputs, schedule):
     """(new outputs, schedule): ``schedule``'s fold, pad, space_to_depth, innermost, rfactor then inline applied to
-    the graph of ``outputs``."""
-    return list(_checked(uniquely_named(outputs), schedule)[1]), schedule
+    the graph of ``outputs`` (:func:`scheduled_graph`)."""
+    return list(_checked(scheduled_graph(outputs), schedule)[1]), schedule

@@ -34,7 +34,8 @@ from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, block_count, stage_info, streams
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
                     axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
-                    paddable, rfactor_by, space_to_depth, stage_ops, strided_reads, uniquely_named)
+                    paddable, rfactor_by, scheduled_graph, space_to_depth, stage_ops, strided_reads,
+                    uniquely_named)
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",
@@ -1758,7 +1759,7 @@ def candidate_space(outputs, device=None, schedule=None):
     :raises ScheduleError: when ``schedule``'s graph-level decisions do not fit the graph.
     """
     dm = DeviceModel.of(device)
-    outs = uniquely_named(as_tensor_list(outputs, "candidate_space outputs"))
+    outs = scheduled_graph(as_tensor_list(outputs, "candidate_space outputs"))
     folds = tuple(op.name for op in stage_ops(outs)[0] if foldable(outs, op) is None)
     if schedule is None:
         graph = graph_decisions(outs, dm)

@@ -16,7 +16,7 @@ import polyad as pa
 from polyad.schedule import DeviceModel, StageSchedule, prepare
 from polyad.schedule import auto as auto_mod
 from polyad.schedule.auto import auto_schedule, candidate_space, stage_cost
-from polyad.schedule.graph import stage_ops, uniquely_named
+from polyad.schedule.graph import scheduled_graph, stage_ops, uniquely_named
 from polyad.schedule.space import RULE, RULES, graph_decisions, stage_space
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -47,7 +47,7 @@ def test_each_stage_choice_is_the_models_argmin_over_the_space(model, name, monk
     monkeypatch.setattr(auto_mod, "auto_schedule", no_auto)
     for (kind, outs), s in zip(graphs, scheds):
         space = candidate_space(outs, device=dm)
-        g = graph_decisions(uniquely_named(outs), dm)
+        g = graph_decisions(scheduled_graph(outs), dm)
         assert (g.inline, g.rfactor, g.pad) == (s.inline, s.rfactor, s.pad)
         materialised = {op.name for op in stage_ops(g.outputs)[0] if op.name not in s.inline}
         assert set(space.stages) == materialised, kind
