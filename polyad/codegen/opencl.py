@@ -535,10 +535,15 @@ class VectorPrinter(ExprPrinter):
 
     def _mask_ctype(self, nd):
         """The integer C type of the mask of the bool ``nd`` (a VecMask): a comparison of 64-bit values gives
-        longN, of 32-bit ones intN; and/or/not take their first mask operand's."""
-        if nd.op in vz.COMPARISONS:
-            return "long" if self.ctx.ctype(nd.args[0].dtype) in ("long", "double") else "int"
-        return next(self._mask_ctype(a) for a in nd.args if isinstance(self.forms.get(id(a)), vz.VecMask))
+        longN, of 32-bit ones intN; and/or/not take their first mask operand's (known: nodes go children first)."""
+        got = self._mask_ct.get(id(nd))
+        if got is None:
+            if nd.op in vz.COMPARISONS:
+                got = "long" if self.ctx.ctype(nd.args[0].dtype) in ("long", "double") else "int"
+            else:
+                got = next(self._mask_ct[id(a)] for a in nd.args if isinstance(self.forms.get(id(a)), vz.VecMask))
+            self._mask_ct[id(nd)] = got
+        return got
 
     def _vtype_of(self, nd):
         f = self.forms.get(id(nd))
@@ -570,8 +575,11 @@ class VectorPrinter(ExprPrinter):
         self._lane_text = [dict() for _ in range(self.width)]
         # evaluable in every lane: reads only what is read anyway or what isl proves in bounds
         self._all_lanes = all_lanes = {}
+        self._mask_ct = {}
         text, lines = self._text, self._lines
         for nd in nodes:
+            if isinstance(forms.get(id(nd)), vz.VecMask):
+                self._mask_ctype(nd)
             has_load[id(nd)] = isinstance(nd, Load) or any(has_load[id(ch)] for ch in nd.children())
             all_lanes[id(nd)] = (not isinstance(nd, Load) or id(nd) in uncond or id(nd) in self.in_bounds) \
                 and all(all_lanes[id(ch)] for ch in nd.children())
