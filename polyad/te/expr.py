@@ -316,13 +316,18 @@ class CommReducer(metaclass=_HashConsed):
         return make_reduce(self, source, axis, where)
 
     def kind(self):
-        """'sum' | 'prod' | 'max' | 'min' for the four standard combiners, else None."""
+        """'sum' | 'prod' | 'max' | 'min' for the four standard combiners with their neutral identity (0, 1, the
+        dtype's lowest, its highest), else None: a sum starting from 5 is a custom reducer (whose laws are
+        checked), not a sum (whose empty windows were filled with 0 where ``pa.evaluate`` gave 5)."""
         if len(self.result) != 1:
             return None
         r, x, y = self.result[0], self.lhs[0], self.rhs[0]
-        if isinstance(r, Call) and len(r.args) == 2 and {id(a) for a in r.args} == {id(x), id(y)}:
-            return {"add": "sum", "mul": "prod", "max": "max", "min": "min"}.get(r.op)
-        return None
+        if not (isinstance(r, Call) and len(r.args) == 2 and {id(a) for a in r.args} == {id(x), id(y)}):
+            return None
+        k = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}.get(r.op)
+        i, d = self.identity[0], r.dtype
+        neutral = {"sum": 0, "prod": 1, "max": dt.min_value(d), "min": dt.max_value(d)}.get(k)
+        return k if k is not None and isinstance(i, Const) and i.value == neutral else None
 
     def __str__(self):
         return self.name

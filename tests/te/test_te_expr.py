@@ -171,7 +171,11 @@ def test_comm_reducer_kinds_are_recognised_structurally():
 @pytest.mark.parametrize("fcombine, identity, law", [
     (lambda a, b: a * 0.5 + b, 0.0, r"fcombine is not associative: combine\(combine\(a, b\), c\) = "),  # a running mean
     (lambda a, b: a * b + a, 1.0, "fcombine is not associative"),
-    (lambda a, b: a + b, 1.0, None),  # a standard kind: the identity is the fold's start, as pa.evaluate does
+    # a standard combiner starting elsewhere is not a standard kind: a build's empty where= windows got 0 and
+    # each rfactor partial started from it again, where pa.evaluate started once
+    (lambda a, b: a + b, 1.0, r"fidentity is not neutral: combine\(identity, a\) = "),
+    (lambda a, b: pa.max(a, b), 7.0, "fidentity is not neutral"),
+    (lambda a, b: a + b, 0.0, None),
     (lambda a, b: a + b + a * b, 1.0, r"fidentity is not neutral: combine\(identity, a\) = "),
     (lambda a, b: b, 0.0, r"fidentity is not neutral: combine\(a, identity\) = 0.0 but a = "),
 ])
