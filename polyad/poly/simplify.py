@@ -206,7 +206,8 @@ def _pieces_read(value, out_vars):
     n = len(out_vars)
 
     def inlined(node, rebuilt):
-        if not isinstance(node, Load) or len(node.indices) != n or not all(a is b for a, b in zip(node.indices, out_vars)):
+        if not isinstance(node, Load) or len(node.indices) != n or \
+                not all(a is b for a, b in zip(node.indices, out_vars)):
             return None
         op = node.tensor.op
         if not isinstance(op, PolyOp) or op.num_outputs != 1 or tuple(op.shape) != tuple(v.extent for v in out_vars) \

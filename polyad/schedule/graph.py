@@ -35,7 +35,9 @@ from ..te.graph import map_values
 from ..te.memo import graph_memo, op_memo
 from ..te.visit import post_order, substitute, transform
 
-__all__ = ["scheduled_graph", "fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable", "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule", "uniquely_named", "inlinable", "stage_ops"]
+__all__ = ["scheduled_graph", "fold", "foldable", "innermost", "movable", "inline", "rfactor", "pad_reads", "paddable",
+           "pad_axis", "axis_padding", "space_to_depth", "strided_reads", "validate", "apply_graph_schedule",
+           "uniquely_named", "inlinable", "stage_ops"]
 
 
 class _Rewriter:

@@ -34,8 +34,7 @@ from . import RFactor, Schedule, StageSchedule
 from .cost import _contiguous, _rate, _uses, block_count, stage_info, streams
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
                     axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
-                    paddable, rfactor_by, scheduled_graph, space_to_depth, stage_ops, strided_reads,
-                    uniquely_named)
+                    paddable, rfactor_by, scheduled_graph, space_to_depth, stage_ops, strided_reads)
 from .model import DeviceModel
 
 __all__ = ["Rule", "RULES", "RULE", "Candidate", "StageSpace", "GraphChoice", "Space", "graph_decisions",

@@ -42,7 +42,8 @@ def test_selects_by_vector_masks_are_vector_selects_and_gathers_and_bool_reads_g
     Y = pa.compute((4, 8), lambda i, j: pa.select((j > i) | (A[i, j] < 0.5), A[i, j], C[j, i])
                    + pa.cast(j, "float32"), name="Y")
     Z = pa.compute((4, 8), lambda i, j: pa.select(B[i, j] & (j > i), A[i, j], 1.0), name="Z")
-    s = Schedule("v", stages={"Y": StageSchedule(tile=(1, 8), vectorize=8), "Z": StageSchedule(tile=(1, 8), vectorize=8)})
+    ss = StageSchedule(tile=(1, 8), vectorize=8)
+    s = Schedule("v", stages={"Y": ss, "Z": ss})
     prog = generate([Y, Z], [A, C, B], s)
     y, z = sorted(_blocks(prog, "assign"), key=lambda i: i.stage.name)
     forms = vz.vectorize_block(y).values.forms.values()
@@ -133,8 +134,9 @@ def test_a_vectorised_min_max_is_one_vector_op_and_propagates_nan(opencl):
 
 
 def test_a_combine_printed_lane_by_lane_reads_its_value_from_one_temporary(opencl):
-    """A reducer whose combine has no vector form (a select by a cast to bool, which has no mask: "first nonzero") takes its value from one
-    vector temporary: substituted into each lane, the guarded value was printed whole once a lane."""
+    """A reducer whose combine has no vector form (a select by a cast to bool, which has no mask: "first nonzero")
+    takes its value from one vector temporary: substituted into each lane, the guarded value was printed whole
+    once a lane."""
     import numpy as np
 
     first = pa.comm_reducer(lambda a, b: pa.select(pa.cast(a, "bool"), a, b), lambda t: pa.const(0.0, t), name="first")

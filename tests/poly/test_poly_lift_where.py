@@ -66,10 +66,10 @@ def test_builds_of_lifted_reductions_match_numpy(opencl):
     ct = nn.conv2d_transpose(X, W, strides=2, padding=1)
     A = pa.placeholder((6, 20), name="A")
     k = pa.reduce_axis((0, 20), "k")
-    tri = pa.compute((6, 20), lambda i, j: pa.min(A[i, k] * pa.cast(j + 1, "float32"), axis=k, where=k < i * 3), name="tri")
+    tri = pa.compute((6, 20), lambda i, j: pa.min(A[i, k] * pa.cast(j + 1, "float32"), axis=k, where=k < i * 3),
+                     name="tri")
     outs, ins = [mp, ap, dX, ct, tri], [X, W, H, A]
-    feed = {X: rng.standard_normal((2, 4, 13, 17)).astype("float32"), W: rng.standard_normal((4, 3, 3, 3)).astype("float32"),
-            H: rng.standard_normal(mp.shape).astype("float32"), A: rng.standard_normal((6, 20)).astype("float32")}
+    feed = {t: rng.standard_normal(t.shape).astype("float32") for t in ins}
     from polyad.pipeline import generate
 
     assert "? X[" not in generate([mp], [X], "naive").source  # built from the lifted graph: no guard
