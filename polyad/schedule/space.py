@@ -697,6 +697,20 @@ def _padding_read_by_a_reduction(op, cons, infos):
     return any(c.name in infos and infos[c.name].reduction for c, _ in cons[id(op)])
 
 
+def _transpose_read_by_a_reduction(op, cons, infos):
+    """A plain copy whose innermost output does not run along its source's rows (a transpose, ``T[k, j] =
+    B[j, k]``) that a reduction reads (``materialise_transposes``): inlined, the reduction's vector loads along
+    ``j`` are gathers ``len(B[0])`` apart."""
+    found = _plain_read(op)
+    if found is None or not op.shape:
+        return False
+    st, load = found
+    last = st.out_vars[-1]
+    if _contiguous(load.indices[-1], last) and not any(_uses(ix, last) for ix in load.indices[:-1]):
+        return False  # its rows are its source's rows
+    return any(c.name in infos and infos[c.name].reduction for c, _ in cons[id(op)])
+
+
 def _recompute_pays(evals, size, info, dm):
     """Recomputing ``evals - size`` extra points costs less than writing and reading the buffer."""
     per_point = info.flops / max(1, info.iterations)
@@ -834,6 +848,11 @@ def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
             roots[id(op)] = {op.name: info.iterations}
             notes.append(f"materialise {op.name}: a zero-padded copy read by a reduction "
                          f"({', '.join(sorted(reach))}); inlined, each of its reads is guarded")
+            continue
+        elif dm.kind == "cpu" and _transpose_read_by_a_reduction(op, cons, infos):
+            roots[id(op)] = {op.name: info.iterations}
+            notes.append(f"materialise {op.name}: a transpose read by a reduction ({', '.join(sorted(reach))}); "
+                         f"inlined, its vector loads would gather across rows")
             continue
         elif _pure_data_movement(op):
             by[op.name] = "inline_data_movement"
@@ -1916,6 +1935,13 @@ RULES = (
          "alternating rounds: the padding inlined 9.3-15 ms in whole-row blocks of 1-4 channels, the same "
          "convolution without padding 0.77-1.28; dilation 2 padding 1 (conv2d_dilated's, 8x16x30x30): inlined "
          "2.8-5.2 ms, without padding 0.28-0.44 (each of the reduction's reads is guarded by the padding's selects)",
+         target="inline"),
+    Rule("materialise_transposes", "graph", "materialise a transposing plain copy a reduction reads (CPU), instead "
+         "of inlining it as data movement",
+         {},
+         "matmul(A, transpose(B)), 512x512x512, PoCL, 2-core Zen 5 (twenty-ninth session): the transpose inlined "
+         "3.8-6.5 ms (auto's 8x32/float16 blocks, every B load a gather 512 apart), materialised 1.66 (the copy "
+         "0.19, the matmul 0.84 in the same blocks)",
          target="inline"),
     Rule("inline_data_movement", "graph", "inline pure data movement (reads, selects against zero, casts)",
          {}, "not timed: a copy inlined is an index expression", target="inline"),
