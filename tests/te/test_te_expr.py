@@ -175,6 +175,9 @@ def test_comm_reducer_kinds_are_recognised_structurally():
     # each rfactor partial started from it again, where pa.evaluate started once
     (lambda a, b: a + b, 1.0, r"fidentity is not neutral: combine\(identity, a\) = "),
     (lambda a, b: pa.max(a, b), 7.0, "fidentity is not neutral"),
+    # neutral on the small samples, not farther out (a helper's max from -10 gave -10 over values in [-149, -50])
+    (lambda a, b: pa.max(a, b), -10.0, r"fidentity is not neutral: combine\(identity, a\) = -10.0 but a = -100.0"),
+    (lambda a, b: pa.max(a, b), -1e30, None),  # TVM's argmax starts from -1e30: neutral enough
     (lambda a, b: a + b, 0.0, None),
     (lambda a, b: a + b + a * b, 1.0, r"fidentity is not neutral: combine\(identity, a\) = "),
     (lambda a, b: b, 0.0, r"fidentity is not neutral: combine\(a, identity\) = 0.0 but a = "),
