@@ -72,6 +72,14 @@ def _wide(name):
     return Schedule("wide", stages={name: StageSchedule(tile=(2, 32), vectorize=16)})
 
 
+def _build_warned(T, ins, schedule):
+    """(module, the RuntimeWarnings' messages) of ``pa.build(T, ins, schedule=schedule)``."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        mod = pa.build(T, ins, schedule=schedule)
+    return mod, [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+
+
 def _vector_widths(source):
     return {int(n) for n in re.findall(r"\bfloat(2|4|8|16)\b", source)}
 
@@ -173,10 +181,7 @@ def _first_build_falls_back(monkeypatch, failure):
     assert 16 in pipeline.device_model(dev).widths  # the real device: its probe passed float16
     stage = f"T_fallback_{failure}_{uuid.uuid4().hex[:8]}"  # cold caches, whatever ran before in this process
     T, ins, arrays = _matmul(stage)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        mod = pa.build(T, ins, schedule=_wide(stage))
-    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    mod, msgs = _build_warned(T, ins, _wide(stage))
     assert len(msgs) == 1, msgs
     assert f"['{stage}']" in msgs[0] and "float16" in msgs[0], msgs[0]
     assert ("fake compiler rejects float16" if failure == "rejects" else "scalarize") in msgs[0], msgs[0]
@@ -199,10 +204,7 @@ def test_a_program_that_does_not_build_falls_back_to_narrower_vectors_with_one_w
     dev = pipeline.select_device()
     stage = f"T_second_{uuid.uuid4().hex[:8]}"
     T, ins, arrays = _matmul(stage)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        mod = pa.build(T, ins, schedule=_wide(stage))
-    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    mod, msgs = _build_warned(T, ins, _wide(stage))
     assert len(msgs) == 1 and "remembered for the device" in msgs[0], msgs
     _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
     denied = pipeline.denied_widths(dev)
@@ -226,10 +228,7 @@ def test_a_compiler_killed_from_outside_is_not_remembered_as_the_device_failing(
     dev = pipeline.select_device()
     stage = f"T_killed_{uuid.uuid4().hex[:8]}"
     T, ins, arrays = _matmul(stage)
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        mod = pa.build(T, ins, schedule=_wide(stage))
-    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    mod, msgs = _build_warned(T, ins, _wide(stage))
     assert len(msgs) == 1 and "(SIGKILL)" in msgs[0] and "remembered" not in msgs[0], msgs
     assert tries == [True, False]
     _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
@@ -242,13 +241,11 @@ def test_the_same_build_after_a_fallback_neither_retries_nor_warns(monkeypatch, 
     neither retries nor warns"."""
     mod, stage, T, ins, arrays, tries, generated = _first_build_falls_back(monkeypatch, "rejects")
     n_generated, n_tries = len(generated), len(tries)
-    with warnings.catch_warnings(record=True) as again:
-        warnings.simplefilter("always")
-        mod2 = pa.build(T, ins, schedule=_wide(stage))
+    mod2, again = _build_warned(T, ins, _wide(stage))
     assert len(tries) == n_tries, "the second build compiled again"
     assert mod2.source == mod.source
     _close(mod2(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
-    assert [str(w.message) for w in again if issubclass(w.category, RuntimeWarning)] == []
+    assert again == []
     assert len(generated) == n_generated, "the second build missed the program cache and generated code again"
 
 
@@ -296,10 +293,7 @@ def test_a_schedule_polyad_chose_that_codegen_refuses_builds_naive_with_a_warnin
     stage = f"T_refused_{uuid.uuid4().hex[:8]}"
     T, ins, arrays = _matmul(stage, n=2048)
     assert pa.show(T, schedule="auto").count(f"stage {stage}: tile")  # auto blocks it
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        mod = pa.build(T, ins, schedule="auto")
-    msgs = [str(w.message) for w in rec if issubclass(w.category, RuntimeWarning)]
+    mod, msgs = _build_warned(T, ins, "auto")
     assert len(msgs) == 1 and "refused the schedule polyad chose" in msgs[0] and "naive loops" in msgs[0], msgs
     _close(mod(*arrays), pa.evaluate(T, dict(zip(ins, arrays))), stage)
     with pytest.raises(pa.ScheduleError, match="reorder dependent"):
