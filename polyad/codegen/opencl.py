@@ -539,11 +539,16 @@ class VectorPrinter(ExprPrinter):
         got = self._mask_ct.get(id(nd))
         if got is None:
             if nd.op in vz.COMPARISONS:
-                got = "long" if self.ctx.ctype(nd.args[0].dtype) in ("long", "double") else "int"
+                got = _SELECT_MASK[self.ctx.ctype(nd.args[0].dtype)]
             else:
                 got = next(self._mask_ct[id(a)] for a in nd.args if isinstance(self.forms.get(id(a)), vz.VecMask))
             self._mask_ct[id(nd)] = got
         return got
+
+    def _widened(self, x):
+        """C text of ``x`` as a vector: a lane-free operand widened (functions and select() do not widen one)."""
+        t = _strip(self._text[id(x)])
+        return t if id(x) in self.forms else f"({self.vtype(x.dtype)})({t})"
 
     def _vtype_of(self, nd):
         f = self.forms.get(id(nd))
@@ -636,12 +641,10 @@ class VectorPrinter(ExprPrinter):
         if isinstance(f, vz.VecSelect):
             nd = f.call
             c, a, b = nd.args
-            arms = [_strip(text[id(x)]) if id(x) in self.forms else f"({self.vtype(x.dtype)})({_strip(text[id(x)])})"
-                    for x in (a, b)]
+            arms = [self._widened(x) for x in (a, b)]
             if id(c) not in self.forms:  # one condition for every lane: C's ?: evaluates the arm it takes
                 return f"({text[id(c)]} ? {arms[0]} : {arms[1]})"
-            ct = "long" if self.ctx.ctype(nd.dtype) in ("long", "double") else "int"
-            mask = self._as_mask(c, ct)
+            mask = self._as_mask(c, _SELECT_MASK[self.ctx.ctype(nd.dtype)])
             if mask is not None and self._all_lanes[id(a)] and self._all_lanes[id(b)]:
                 return f"select({arms[1]}, {arms[0]}, {_strip(mask)})"
             lanes = ", ".join(_strip(self._lane(nd, k)) for k in range(self.width))
@@ -649,11 +652,9 @@ class VectorPrinter(ExprPrinter):
         if isinstance(f, vz.VecOp):
             nd = f.call
             if nd.op in ("min", "max"):  # functions: a scalar operand is widened (only operators widen it)
-                a = [text[id(ch)] if id(ch) in self.forms else f"({self.vtype(ch.dtype)})({_strip(text[id(ch)])})"
-                     for ch in nd.args]
                 ct = self.ctx.ctype(nd.dtype)
                 fn = self.ctx.helper("f" + nd.op, ct, self.width) if dt.is_float(nd.dtype) else nd.op
-                return f"{fn}({_strip(a[0])}, {_strip(a[1])})"
+                return f"{fn}({', '.join(self._widened(ch) for ch in nd.args)})"
             return self._node(nd, [text[id(ch)] for ch in nd.children()])
         lanes = ", ".join(_strip(self._lane(f.expr, k)) for k in range(self.width))
         return f"(({self.vtype(f.expr.dtype)})({lanes}))"
