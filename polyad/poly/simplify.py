@@ -115,22 +115,22 @@ def _lift_op(op):
 def _lifted(op, body):
     comb, out_vars = body.combiner, tuple(op.axis)
     n, vars_ = len(out_vars), tuple(op.axis) + tuple(body.axis)
-    conv = ToIsl(vars_)
+    conv, conds = ToIsl(vars_), _conjuncts(body.condition)
     dom, opaque = box(vars_), []
-    for c in _conjuncts(body.condition):
+    for c in conds:
         s = conv.try_set(c)
         if s is None:
             opaque.append(c)
         else:
             dom = dom.intersect(s)
-    if len(opaque) == len(_conjuncts(body.condition)):
+    if len(opaque) == len(conds):
         return None
     dom = dom.coalesce()
     values = body.source
     if opaque:
         guard = _and_all(opaque)
         values = tuple(select(guard, v, i) for v, i in zip(values, comb.identity))
-    stmts = []
+    stmts, out_box = [], box(out_vars)
     if not dom.is_empty():
         # reduction variables over the exact bounding box of the domain
         red = tuple(IterVar(v.name, v.dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
@@ -140,8 +140,8 @@ def _lifted(op, body):
         stmts.append(Statement("S0", svars, n, rename(dom, svars, "S0"), values, comb))
         reached = dom.project_out(_dt.set, n, len(red)).reset_tuple_id()
     else:
-        reached = box(out_vars).subtract(box(out_vars))
-    rest = box(out_vars).subtract(reached).coalesce()
+        reached = out_box.subtract(out_box)
+    rest = out_box.subtract(reached).coalesce()
     if not rest.is_empty():  # outputs whose windows lie wholly outside: the identity, as the guard gave
         stmts.append(Statement("Z", out_vars, n, rename(rest, out_vars, "Z"), tuple(comb.identity)))
     return PolyOp(op.name, op.shape, tuple(b.dtype for b in op.body), tuple(stmts), {})
