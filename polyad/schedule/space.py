@@ -384,10 +384,12 @@ def _row_axis(op):
     every such load uses every output dimension (a matmul's operands are reused across outputs).  A compute, or a
     PolyOp's single box reduction (a folded row max: softmax's, whose lanes along the rows gathered 8 rows 1000
     apart)."""
-    form = _split_form(op)
-    if form is None or len(form[0]) != 1:
+    try:
+        data, body, red = _reduction_form(op)
+    except ScheduleError:
         return None
-    data, body, _ = _reduction_form(op)
+    if not red or len(body) != 1:
+        return None
     b = body[0]
     if not isinstance(b, Reduce) or b.combiner.kind() is None:
         return None
@@ -687,28 +689,25 @@ def _pure_data_movement(op):
     return True
 
 
-def _padding_read_by_a_reduction(op, cons, infos):
-    """A copy with selects on its indices (a zero padding) that a reduction reads (``materialise_padding``)."""
-    if not _plain_copy(op):
-        return False
-    vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
-    if not any(isinstance(n, Call) and n.op == "select" for n in post_order(tuple(vals))):
-        return False
-    return any(c.name in infos and infos[c.name].reduction for c, _ in cons[id(op)])
-
-
-def _transpose_read_by_a_reduction(op, cons, infos):
-    """A plain copy whose innermost output does not run along its source's rows (a transpose, ``T[k, j] =
-    B[j, k]``) that a reduction reads (``materialise_transposes``): inlined, the reduction's vector loads along
-    ``j`` are gathers ``len(B[0])`` apart."""
+def _materialised_copy(op, cons, infos):
+    """Why a copy that a reduction reads stays a buffer on a CPU, or None: a zero padding (a copy with selects on
+    its indices, ``materialise_padding``: inlined, each of the reduction's reads is guarded) or a transpose (a
+    plain copy whose innermost output does not run along its source's rows, ``T[k, j] = B[j, k]``,
+    ``materialise_transposes``: inlined, the reduction's vector loads along ``j`` gather across B's rows)."""
+    if not any(c.name in infos and infos[c.name].reduction for c, _ in cons[id(op)]):
+        return None
+    if _plain_copy(op):
+        vals = op.body if isinstance(op, ComputeOp) else op.statements[0].values
+        if any(isinstance(n, Call) and n.op == "select" for n in post_order(tuple(vals))):
+            return "a zero-padded copy read by a reduction ({}); inlined, each of its reads is guarded"
     found = _plain_read(op)
     if found is None or not op.shape:
-        return False
+        return None
     st, load = found
     last = st.out_vars[-1]
     if _contiguous(load.indices[-1], last) and not any(_uses(ix, last) for ix in load.indices[:-1]):
-        return False  # its rows are its source's rows
-    return any(c.name in infos and infos[c.name].reduction for c, _ in cons[id(op)])
+        return None  # its rows are its source's rows
+    return "a transpose read by a reduction ({}); inlined, its vector loads would gather across rows"
 
 
 def _recompute_pays(evals, size, info, dm):
@@ -844,15 +843,9 @@ def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
         elif _recompute_pays(evals, size, info, dm):
             by[op.name] = "inline_recompute"
             notes.append(f"inline {op.name}: recomputing it {evals / size:.1f}x costs less than its buffer's traffic")
-        elif dm.kind == "cpu" and _padding_read_by_a_reduction(op, cons, infos):
+        elif dm.kind == "cpu" and (why := _materialised_copy(op, cons, infos)):
             roots[id(op)] = {op.name: info.iterations}
-            notes.append(f"materialise {op.name}: a zero-padded copy read by a reduction "
-                         f"({', '.join(sorted(reach))}); inlined, each of its reads is guarded")
-            continue
-        elif dm.kind == "cpu" and _transpose_read_by_a_reduction(op, cons, infos):
-            roots[id(op)] = {op.name: info.iterations}
-            notes.append(f"materialise {op.name}: a transpose read by a reduction ({', '.join(sorted(reach))}); "
-                         f"inlined, its vector loads would gather across rows")
+            notes.append(f"materialise {op.name}: " + why.format(", ".join(sorted(reach))))
             continue
         elif _pure_data_movement(op):
             by[op.name] = "inline_data_movement"
