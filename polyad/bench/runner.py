@@ -901,7 +901,6 @@ def _polyad_row(case, graphs, arrays, ref, sched, api, rep, budget, go=attempt, 
         for k, c in zip(keys, cells if isinstance(cells, list) else [cells] * len(keys)):
             row[k] = c
 
-
     # a training step: forward, backward, SGD update, with each backward
     if not getattr(case, "training", False):
         row["step_ms"] = row["step_recompute_ms"] = Cell.missing(NOT_A_STEP)
