@@ -910,8 +910,9 @@ class KernelWriter:
         self._grid = {p: (lo, lo + size - 1) for p, (lo, size) in zip(lk.grid_params, lk.grid_box)}
         used = set(tensor_names.values()) | set(lk.grid_params)
         self.acc = {}
+        scattered = {i.index for i in statements.values() if i.stage is op and i.role == "scatter"}
         for si, st in enumerate(self.spec.statements):
-            if st.combiner is not None:
+            if st.combiner is not None and si not in scattered:
                 self.acc[si] = [f"acc{si}_{i}" for i in range(len(st.values))]
         # full tiles keep one accumulator per block point: private arrays indexed by the
         # unrolled point (constants), which the compiler keeps in registers
@@ -1118,6 +1119,8 @@ class KernelWriter:
         ist = self.statements[name]
         st = ist.stmt
         args = [_strip(ast_expr(ctx, call.get_op_arg(i), self._env)) for i in range(1, call.get_op_n_arg())]
+        if ist.role in ("zero", "scatter"):
+            return self.scatter_user(ist, args)
         if ist.kind == "block":
             return self.block_user(ist, args)
         if ist.kind == "lane":
@@ -1148,6 +1151,35 @@ class KernelWriter:
         else:
             lines += self._update(st, ist.index, printer)
         return c.Block(lines)
+
+    def scatter_user(self, ist, args):
+        """A one-hot sum's naive loops (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
+        ``scatter`` computes the output index a reduction point picks and, inside the output, adds its value
+        there.  The conjuncts the comparison came after are tested first, then the index, then the value's
+        conditions: each reads only where the gather's condition read it."""
+        ctx, st, op = self.ctx, ist.stmt, self.spec.stage
+        vnames = self.var_names[id(st)]
+        vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
+        lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(vars_, args)]
+        [t] = self.outputs
+        ref = f"{self.tensor_names[id(t)]}[{flat_index(ctx, [vnames[id(v)] for v in st.out_vars], op.shape)}]"
+        if ist.role == "zero":
+            lines.append(c.Statement(f"{ref} = {ctx.lit(st.combiner.identity[0].value, t.dtype)}"))
+            return c.Block(lines)
+        form, d = ist.scatter, ist.scatter.dim
+        printer = ExprPrinter(ctx, {id(v): vnames[id(v)] for v in vars_}, self.tensor_names)
+        decls, [value] = printer.emit([form.value])
+        body = [c.Statement(x) for x in decls] + [c.Statement(f"{ref} = {ref} + {_parens(value)}")]
+        at = st.out_vars[d]
+        decls, [index] = printer.emit([form.index])
+        j = printer._bind(decls, ctx.ctype(form.index.dtype), index)
+        body = [c.Statement(x) for x in decls] + [c.If(
+            f"{j} >= 0 && {j} < {ctx.int_lit(op.shape[d])}",
+            c.Block([c.Initializer(c.Const(c.Value(ctx.ctype(at.dtype), vnames[id(at)])), j)] + body))]
+        if form.guard is not None:
+            decls, [guard] = printer.emit([form.guard])
+            body = [c.Statement(x) for x in decls] + [c.If(_strip(guard), c.Block(body))]
+        return c.Block(lines + body)
 
     def block_user(self, ist, args):
         """One point (or one vector of points) of a full tile: block coordinates b, point l, reductions r.

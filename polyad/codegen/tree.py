@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import ScheduleError
+from ..poly.scatter import naive_loops, scatter_form
 from ..poly.stage import dim_names, safe_name, statements_of
 from ..schedule import VECTOR_WIDTHS, remainder_widths
 from ..te.memo import Recent
@@ -81,12 +82,13 @@ class IslStatement:
     stage: object  # the operation
     stmt: object  # the poly.stage.Statement
     index: int  # position of stmt in its stage
-    role: str  # "assign" | "init" | "update" | "final"
+    role: str  # "assign" | "init" | "update" | "final"; a one-hot sum's naive loops: "zero" | "scatter"
     domain: object  # isl.Set named ``name``
     kind: str = "point"  # "point" | "block" (vector/unrolled) | "lane" (one lane of a block's vector
     # accumulator: [b, l, lane, r]) | "tiled" (partial points: [b, l, r], scalar code)
     tile: tuple = None  # block statements: the tile sizes
     vec: int = 1  # block statements: vector width of the last output dim
+    scatter: object = None  # role "scatter": the stage's poly.scatter.Scatter (its tuple lacks that output dim)
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +124,8 @@ def tuple_names(ist):
         m = len(ist.stmt.vars) - n
         lane = ["pa_lane"] if ist.kind == "lane" else []
         return ([f"pa_b{d}" for d in range(n)] + [f"pa_l{d}" for d in range(n)] + lane + [f"pa_r{d}" for d in range(m)])[:k]
+    if ist.role == "scatter":
+        return list(ist.scatter.names)
     return dim_names(ist.stmt.vars[:k])
 
 
@@ -681,6 +685,63 @@ def _union(sets):
     return out
 
 
+def _naive_stage(op, stmts, kname, used_stmt, shape, grid_dims):
+    """(isl statements, schedule) of a stage's naive loops: a work-item per output point, each statement's
+    init, update over the reduction points in order, and final store."""
+    ists, parts = [], []
+    for si, st in enumerate(stmts):
+        n, m = st.n_out, len(st.vars) - st.n_out
+        if n != len(op.shape):
+            raise ValueError(f"stage {op.name!r}: statement {st.name} has {n} output vars for a "
+                             f"rank-{len(op.shape)} tensor")
+        base = c_identifier(f"{kname}_{st.name}", used_stmt)
+        dom = st.domain
+        if st.combiner is None:
+            ist = IslStatement(base, op, st, si, "assign", dom.set_tuple_name(base))
+            ists.append(ist)
+            parts.append(isl.Schedule.from_domain(isl.UnionSet(ist.domain)))
+            continue
+        out_dom = dom.project_out(isl.dim_type.set, n, m)
+        init = IslStatement(base + "_init", op, st, si, "init", out_dom.set_tuple_name(base + "_init"))
+        upd = IslStatement(base, op, st, si, "update", dom.set_tuple_name(base))
+        fin = IslStatement(base + "_final", op, st, si, "final", out_dom.set_tuple_name(base + "_final"))
+        ists += [init, upd, fin]
+        parts.append(_statement_schedule(init, upd, fin, m))
+    sched = parts[0]
+    for p in parts[1:]:
+        sched = sched.sequence(p)
+    n = len(op.shape)
+    if n:
+        # the point band: the output point of every instance (degenerate under the grid)
+        sched = sched.insert_partial_schedule(_band(ists, lambda st: dim_names(st.stmt.out_vars)))
+        grid = _band(ists, lambda st: _grid_exprs(shape, dim_names(st.stmt.out_vars), grid_dims, st.stmt))
+        sched = sched.insert_partial_schedule(grid)
+        node = sched.get_root().child(0)
+        for d in range(node.band_n_member()):
+            node = node.band_member_set_coincident(d, 1)
+        sched = node.get_schedule()
+    return ists, sched
+
+
+def _scatter_stage(op, st, form, base, grid_dims):
+    """(isl statements, schedule) of a one-hot sum's naive loops (poly/scatter.py): a work-item per point of the
+    other output dimensions zeroes its line of the output, then adds each reduction point's value at the index
+    that point computes, in the reduction's order (the gather's additions, in its order, at every point)."""
+    n, d = st.n_out, form.dim
+    names = dim_names(st.vars)
+    out_dom = st.domain.project_out(isl.dim_type.set, n, len(st.vars) - n)
+    zero = IslStatement(base + "_zero", op, st, 0, "zero", out_dom.set_tuple_name(base + "_zero"))
+    scat = IslStatement(base, op, st, 0, "scatter", form.domain.set_tuple_name(base), scatter=form)
+    sched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(zero.domain)), [zero], lambda x: [names[d]]).sequence(
+        _insert_band(isl.Schedule.from_domain(isl.UnionSet(scat.domain)), [scat], lambda x: names[n:]))
+    outer = [nm for i, nm in enumerate(names[:n]) if i != d]
+    if outer:
+        shape = [x for i, x in enumerate(op.shape) if i != d]
+        sched = _insert_band(sched, [zero, scat], lambda x: outer)
+        sched = _insert_band(sched, [zero, scat], lambda x: _grid_exprs(shape, outer, grid_dims), coincident=True)
+    return [zero, scat], sched
+
+
 #: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of:
 #: the stage (held by the entry, so that its id is not reused), names, tiling and phase.  A tuner's candidate
 #: changes a stage or three of lenet_step's thirty and builds them all again: that was a quarter of generating
@@ -724,39 +785,14 @@ def build_tree(stages, schedule, widths=None):
             kernels.append(KernelSpec(kname, op, stmts, sched_of.local_size,
                                       sched_of.nontemporal_stores(op.shape)))
             continue
-        ists, parts = [], []
-        for si, st in enumerate(stmts):
-            n, m = st.n_out, len(st.vars) - st.n_out
-            if n != len(op.shape):
-                raise ValueError(f"stage {op.name!r}: statement {st.name} has {n} output vars for a rank-{len(op.shape)} tensor")
-            base = c_identifier(f"{kname}_{st.name}", used_stmt)
-            dom = st.domain
-            if st.combiner is None:
-                ist = IslStatement(base, op, st, si, "assign", dom.set_tuple_name(base))
-                ists.append(ist)
-                parts.append(isl.Schedule.from_domain(isl.UnionSet(ist.domain)))
-                continue
-            out_dom = dom.project_out(isl.dim_type.set, n, m)
-            init = IslStatement(base + "_init", op, st, si, "init", out_dom.set_tuple_name(base + "_init"))
-            upd = IslStatement(base, op, st, si, "update", dom.set_tuple_name(base))
-            fin = IslStatement(base + "_final", op, st, si, "final", out_dom.set_tuple_name(base + "_final"))
-            ists += [init, upd, fin]
-            parts.append(_statement_schedule(init, upd, fin, m))
+        form = scatter_form(op) if naive_loops(sched_of) else None
+        if form is not None:
+            ists, sched = _scatter_stage(op, stmts[0], form, c_identifier(f"{kname}_{stmts[0].name}", used_stmt),
+                                         sched_of.grid_dims)
+        else:
+            ists, sched = _naive_stage(op, stmts, kname, used_stmt, shape, sched_of.grid_dims)
         for ist in ists:
             table[ist.name] = ist
-        sched = parts[0]
-        for p in parts[1:]:
-            sched = sched.sequence(p)
-        n = len(op.shape)
-        if n:
-            # the point band: the output point of every instance (degenerate under the grid)
-            sched = sched.insert_partial_schedule(_band(ists, lambda st: dim_names(st.stmt.out_vars)))
-            grid = _band(ists, lambda st: _grid_exprs(shape, dim_names(st.stmt.out_vars), sched_of.grid_dims, st.stmt))
-            sched = sched.insert_partial_schedule(grid)
-            node = sched.get_root().child(0)
-            for d in range(node.band_n_member()):
-                node = node.band_member_set_coincident(d, 1)
-            sched = node.get_schedule()
         node = sched.get_root().child(0).insert_mark(isl.Id(GRID_MARK))
         node = node.insert_mark(isl.Id(KERNEL_MARK + kname))
         stage_scheds.append(node.get_schedule())

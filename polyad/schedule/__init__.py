@@ -589,7 +589,27 @@ def show(tensors, schedule="auto", device=None):
     if isinstance(schedule, Tuned) or (isinstance(schedule, str) and schedule == "auto" and not _is_model(device)):
         schedule = resolve_schedule(tensors, schedule, device)
     outs, sched = prepare(build_graph(as_tensor_list(tensors, "show")), schedule, device)
-    return sched.describe() + "\n\n" + show_graph(outs)
+    return "\n".join([sched.describe()] + _scatters(outs, sched)) + "\n\n" + show_graph(outs)
+
+
+def _scatters(outs, sched):
+    """A line per stage whose naive loops are a scatter under ``sched`` (DESIGN.md: a data-dependent index's
+    adjoint says how it is computed)."""
+    from ..poly.scatter import naive_loops, scatter_form
+    from ..poly.stage import statements_of
+    from ..te.printer import Printer, unique_names
+    from ..te.tensor import PlaceholderOp, walk_ops
+
+    lines = []
+    for op in walk_ops(outs):
+        form = None if isinstance(op, PlaceholderOp) or not naive_loops(sched.for_stage(op.name)) else scatter_form(op)
+        if form is not None:
+            st = statements_of(op)[0]
+            pr = Printer(var_names=unique_names(st.vars))
+            at = ", ".join(pr(form.index) if d == form.dim else pr(v) for d, v in enumerate(st.out_vars))
+            lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)} in the reduction's order, where "
+                         f"inside (a one-hot sum: no comparison per output point)")
+    return lines
 
 
 def show_graph(tensors, schedule=None, device=None):

@@ -29,6 +29,7 @@ from ..te.expr import Call, Const, Load
 from ..te.memo import Recent
 from ..te.visit import post_order
 from ..poly.estimate import statement_cost
+from ..poly.scatter import naive_loops, scatter_form
 from ..poly.stage import statements_of
 from . import StageSchedule, remainder_widths
 
@@ -61,6 +62,9 @@ class StageInfo:
     :param divided: a read's last index is the last output index floor-divided (``x // 2``: a pool's upsampled
         gradient), which PoCL's work-item vectoriser does not widen.
     :param outputs: its output tensors (a tuple reducer's argmax has two).
+    :param scatter: for a one-hot sum, whose naive loops codegen runs as a scatter
+        (:func:`~polyad.poly.scatter.scatter_form`), the info of its loop nest after the zeroing: a reduction over
+        the reduction points per point of the other output dimensions; else None.
     """
 
     name: str
@@ -80,6 +84,7 @@ class StageInfo:
     phased: tuple = ()  # ((phase, StageInfo over q), ...) for the phases the stride_phases rule proposes
     divided: bool = False  # a read's last index is the last output index // k (k >= 2): x // 2
     outputs: int = 1  # output tensors
+    scatter: object = None  # a one-hot sum (poly/scatter.py): the StageInfo of its naive loops' scatter
 
     def phase_info(self, phase):
         """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
@@ -259,6 +264,11 @@ def _stage_info(op):
     phased = _phased_infos(op, stmts, info)
     if phased:
         info = dataclasses.replace(info, phased=phased)
+    form = scatter_form(op)
+    if form is not None:
+        shape = tuple(x for d, x in enumerate(op.shape) if d != form.dim)
+        info = dataclasses.replace(info, scatter=_info_of(op.name, shape, [form.loop_statement(stmts[0])],
+                                                          info.itemsize, box=False))
     return info
 
 
@@ -358,6 +368,8 @@ def stage_cost(info, ss, dm, terms=None):
         and ``ss``, or of a phased schedule's phase info and ``ss`` without its phase.
     :returns: seconds, a float.
     """
+    if info.scatter is not None and naive_loops(ss):  # codegen/tree.py's _scatter_stage: zero, then the loop
+        return output_bytes(info) / (dm.dram_gbs * 1e9) + _unstrided_cost(info.scatter, ss, dm)
     if ss.phase is not None and any(x > 1 for x in ss.phase):
         p = info.phase_info(ss.phase)
         if p is not None:

@@ -818,6 +818,12 @@ def _cap_inlined(ops, chosen, notes):
     return frozenset(kept)
 
 
+def _evaluations(info):
+    """How often a materialised stage evaluates what is inlined into it: once per statement instance, or once
+    per point of its scatter's loop (a one-hot sum: auto builds its naive loops, poly/scatter.py)."""
+    return (info.scatter or info).iterations
+
+
 def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
     """The stages Li2018's rule inlines: evaluated at most once per point where they end up, or cheap
     to recompute, or data movement (``by``: stage name -> the rule, filled in)."""
@@ -828,7 +834,7 @@ def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
     for op in reversed(ops):
         info = infos[op.name]
         if id(op) in out_ops or inlinable(op) is not None or not cons[id(op)]:
-            roots[id(op)] = {op.name: info.iterations}
+            roots[id(op)] = {op.name: _evaluations(info)}
             continue
         reach = {}
         for c, k in cons[id(op)]:
@@ -844,14 +850,14 @@ def _inline_by_evaluations(ops, outs, infos, notes, dm, by):
             by[op.name] = "inline_recompute"
             notes.append(f"inline {op.name}: recomputing it {evals / size:.1f}x costs less than its buffer's traffic")
         elif dm.kind == "cpu" and (why := _materialised_copy(op, cons, infos)):
-            roots[id(op)] = {op.name: info.iterations}
+            roots[id(op)] = {op.name: _evaluations(info)}
             notes.append(f"materialise {op.name}: " + why.format(", ".join(sorted(reach))))
             continue
         elif _pure_data_movement(op):
             by[op.name] = "inline_data_movement"
             notes.append(f"inline {op.name}: data movement only, read by {', '.join(sorted(reach))}")
         else:
-            roots[id(op)] = {op.name: info.iterations}
+            roots[id(op)] = {op.name: _evaluations(info)}
             notes.append(f"materialise {op.name}: {evals} evaluations if inlined for {size} points ({info.flops // size} flops each)")
             continue
         chosen.add(op.name)
