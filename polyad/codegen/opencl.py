@@ -1154,9 +1154,9 @@ class KernelWriter:
 
     def scatter_user(self, ist, args):
         """A one-hot sum's naive loops (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
-        ``scatter`` computes the output index a reduction point picks and, inside the output, adds its value
-        there.  The conjuncts the comparison came after are tested first, then the index, then the value's
-        conditions: each reads only where the gather's condition read it."""
+        ``scatter`` tests the condition's steps in order (a conjunct; an index, computed and kept inside the
+        output) and adds the value at the point the indices pick: each reads only where the gather's condition
+        read it."""
         ctx, st, op = self.ctx, ist.stmt, self.spec.stage
         vnames = self.var_names[id(st)]
         vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
@@ -1166,19 +1166,21 @@ class KernelWriter:
         if ist.role == "zero":
             lines.append(c.Statement(f"{ref} = {ctx.lit(st.combiner.identity[0].value, t.dtype)}"))
             return c.Block(lines)
-        form, d = ist.scatter, ist.scatter.dim
         printer = ExprPrinter(ctx, {id(v): vnames[id(v)] for v in vars_}, self.tensor_names)
-        decls, [value] = printer.emit([form.value])
+        steps = []  # (declarations, the if's condition, what the if opens with), outermost first
+        for d, e in ist.scatter.steps:
+            decls, [text] = printer.emit([e])
+            if d is None:
+                steps.append((decls, _strip(text), []))
+                continue
+            j = printer._bind(decls, ctx.ctype(e.dtype), text)
+            v = st.out_vars[d]
+            steps.append((decls, f"{j} >= 0 && {j} < {ctx.int_lit(op.shape[d])}",
+                          [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), j)]))
+        decls, [value] = printer.emit([ist.scatter.value])
         body = [c.Statement(x) for x in decls] + [c.Statement(f"{ref} = {ref} + {_parens(value)}")]
-        at = st.out_vars[d]
-        decls, [index] = printer.emit([form.index])
-        j = printer._bind(decls, ctx.ctype(form.index.dtype), index)
-        body = [c.Statement(x) for x in decls] + [c.If(
-            f"{j} >= 0 && {j} < {ctx.int_lit(op.shape[d])}",
-            c.Block([c.Initializer(c.Const(c.Value(ctx.ctype(at.dtype), vnames[id(at)])), j)] + body))]
-        if form.guard is not None:
-            decls, [guard] = printer.emit([form.guard])
-            body = [c.Statement(x) for x in decls] + [c.If(_strip(guard), c.Block(body))]
+        for decls, cond, opening in reversed(steps):
+            body = [c.Statement(x) for x in decls] + [c.If(cond, c.Block(opening + body))]
         return c.Block(lines + body)
 
     def block_user(self, ist, args):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..poly.scatter import naive_loops, scatter_form
+from ..poly.scatter import scatter_form
 from ..poly.stage import dim_names, safe_name, statements_of
 from ..schedule import VECTOR_WIDTHS, remainder_widths
 from ..te.memo import Recent
@@ -88,7 +88,7 @@ class IslStatement:
     # accumulator: [b, l, lane, r]) | "tiled" (partial points: [b, l, r], scalar code)
     tile: tuple = None  # block statements: the tile sizes
     vec: int = 1  # block statements: vector width of the last output dim
-    scatter: object = None  # role "scatter": the stage's poly.scatter.Scatter (its tuple lacks that output dim)
+    scatter: object = None  # role "scatter": the stage's poly.scatter.Scatter (its tuple lacks the picked dims)
 
 
 @dataclass(frozen=True, eq=False)
@@ -723,22 +723,25 @@ def _naive_stage(op, stmts, kname, used_stmt, shape, grid_dims):
     return ists, sched
 
 
-def _scatter_stage(op, st, form, base, grid_dims):
-    """(isl statements, schedule) of a one-hot sum's naive loops (poly/scatter.py): a work-item per point of the
-    other output dimensions zeroes its line of the output, then adds each reduction point's value at the index
-    that point computes, in the reduction's order (the gather's additions, in its order, at every point)."""
-    n, d = st.n_out, form.dim
+def _scatter_stage(op, st, form, blocks, base, grid_dims):
+    """(isl statements, schedule) of a one-hot sum's scatter (poly/scatter.py): a work-item per block (``blocks``:
+    a size per output dimension, 1 along the picked ones) of the other output dimensions zeroes its part of the
+    output, then adds each reduction point's value at the indices that point computes, in the reduction's order
+    (the gather's additions, in its order, at every point), the block's points innermost."""
+    n, picked = st.n_out, set(form.dims)
     names = dim_names(st.vars)
     out_dom = st.domain.project_out(isl.dim_type.set, n, len(st.vars) - n)
     zero = IslStatement(base + "_zero", op, st, 0, "zero", out_dom.set_tuple_name(base + "_zero"))
     scat = IslStatement(base, op, st, 0, "scatter", form.domain.set_tuple_name(base), scatter=form)
-    sched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(zero.domain)), [zero], lambda x: [names[d]]).sequence(
-        _insert_band(isl.Schedule.from_domain(isl.UnionSet(scat.domain)), [scat], lambda x: names[n:]))
-    outer = [nm for i, nm in enumerate(names[:n]) if i != d]
+    outer = [(nm, t, x) for d, (nm, t, x) in enumerate(zip(names[:n], blocks, op.shape)) if d not in picked]
+    points = [nm for nm, _, _ in outer]
+    sched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(zero.domain)), [zero],
+                         lambda x: [nm for d, nm in enumerate(names[:n]) if d in picked] + points).sequence(
+        _insert_band(isl.Schedule.from_domain(isl.UnionSet(scat.domain)), [scat], lambda x: names[n:] + points))
     if outer:
-        shape = [x for i, x in enumerate(op.shape) if i != d]
-        sched = _insert_band(sched, [zero, scat], lambda x: outer)
-        sched = _insert_band(sched, [zero, scat], lambda x: _grid_exprs(shape, outer, grid_dims), coincident=True)
+        grid = [nm if t == 1 else f"floor(({nm})/{t})" for nm, t, _ in outer]
+        shape = [-(-x // t) for _, t, x in outer]
+        sched = _insert_band(sched, [zero, scat], lambda x: _grid_exprs(shape, grid, grid_dims), coincident=True)
     return [zero, scat], sched
 
 
@@ -765,7 +768,9 @@ def build_tree(stages, schedule, widths=None):
         if phase.active(sched_of.phase):  # one statement per phase, over q (x = s*q + p): codegen/phase.py
             stmts = phase.phase_statements(op, stmts, sched_of.phase)
             shape = phase.phase_shape(shape, sched_of.phase)
-        if tile is not None:
+        form = scatter_form(op)
+        blocks = form.blocks(sched_of, len(shape)) if form is not None else None
+        if blocks is None and tile is not None:
             bases = tuple(c_identifier(f"{kname}_{st.name}", used_stmt) for st in stmts)
             key = (id(op), kname, bases, tile, vec, unroll, sched_of.grid_dims, sched_of.phase, UNROLL_IN_PRINTER,
                    PHASE_IN_GRID, SPLIT_GUARDED, widths)
@@ -785,10 +790,9 @@ def build_tree(stages, schedule, widths=None):
             kernels.append(KernelSpec(kname, op, stmts, sched_of.local_size,
                                       sched_of.nontemporal_stores(op.shape)))
             continue
-        form = scatter_form(op) if naive_loops(sched_of) else None
-        if form is not None:
-            ists, sched = _scatter_stage(op, stmts[0], form, c_identifier(f"{kname}_{stmts[0].name}", used_stmt),
-                                         sched_of.grid_dims)
+        if blocks is not None:
+            ists, sched = _scatter_stage(op, stmts[0], form, blocks,
+                                         c_identifier(f"{kname}_{stmts[0].name}", used_stmt), sched_of.grid_dims)
         else:
             ists, sched = _naive_stage(op, stmts, kname, used_stmt, shape, sched_of.grid_dims)
         for ist in ists:

@@ -595,20 +595,23 @@ def show(tensors, schedule="auto", device=None):
 def _scatters(outs, sched):
     """A line per stage whose naive loops are a scatter under ``sched`` (DESIGN.md: a data-dependent index's
     adjoint says how it is computed)."""
-    from ..poly.scatter import naive_loops, scatter_form
+    from ..poly.scatter import scatter_form
     from ..poly.stage import statements_of
     from ..te.printer import Printer, unique_names
     from ..te.tensor import PlaceholderOp, walk_ops
 
     lines = []
     for op in walk_ops(outs):
-        form = None if isinstance(op, PlaceholderOp) or not naive_loops(sched.for_stage(op.name)) else scatter_form(op)
-        if form is not None:
+        form = None if isinstance(op, PlaceholderOp) else scatter_form(op)
+        if form is not None and form.blocks(sched.for_stage(op.name), len(op.shape)) is not None:
             st = statements_of(op)[0]
             pr = Printer(var_names=unique_names(st.vars))
-            at = ", ".join(pr(form.index) if d == form.dim else pr(v) for d, v in enumerate(st.out_vars))
-            lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)} in the reduction's order, where "
-                         f"inside (a one-hot sum: no comparison per output point)")
+            picks = {d: e for d, e in form.steps if d is not None}
+            at = ", ".join(pr(picks[d]) if d in picks else pr(v) for d, v in enumerate(st.out_vars))
+            conds = [pr(e) for d, e in form.steps if d is None]
+            lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)}"
+                         + (f" where {' and '.join(conds)}" if conds else "")
+                         + ", in the reduction's order, where inside (a one-hot sum: no comparison per output point)")
     return lines
 
 

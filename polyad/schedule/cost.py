@@ -29,7 +29,7 @@ from ..te.expr import Call, Const, Load
 from ..te.memo import Recent
 from ..te.visit import post_order
 from ..poly.estimate import statement_cost
-from ..poly.scatter import naive_loops, scatter_form
+from ..poly.scatter import blocks as scatter_blocks, scatter_form
 from ..poly.stage import statements_of
 from . import StageSchedule, remainder_widths
 
@@ -62,9 +62,10 @@ class StageInfo:
     :param divided: a read's last index is the last output index floor-divided (``x // 2``: a pool's upsampled
         gradient), which PoCL's work-item vectoriser does not widen.
     :param outputs: its output tensors (a tuple reducer's argmax has two).
-    :param scatter: for a one-hot sum, whose naive loops codegen runs as a scatter
-        (:func:`~polyad.poly.scatter.scatter_form`), the info of its loop nest after the zeroing: a reduction over
+    :param scatter: for a one-hot sum, which codegen runs as a scatter under the schedules
+        :func:`~polyad.poly.scatter.blocks` allows, the info of its loop nest after the zeroing: a reduction over
         the reduction points per point of the other output dimensions; else None.
+    :param scatter_dims: the output dimensions that scatter picks (``()`` for other stages).
     """
 
     name: str
@@ -84,7 +85,8 @@ class StageInfo:
     phased: tuple = ()  # ((phase, StageInfo over q), ...) for the phases the stride_phases rule proposes
     divided: bool = False  # a read's last index is the last output index // k (k >= 2): x // 2
     outputs: int = 1  # output tensors
-    scatter: object = None  # a one-hot sum (poly/scatter.py): the StageInfo of its naive loops' scatter
+    scatter: object = None  # a one-hot sum (poly/scatter.py): the StageInfo of its scatter's loop
+    scatter_dims: tuple = ()  # the output dimensions its scatter picks
 
     def phase_info(self, phase):
         """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
@@ -266,9 +268,9 @@ def _stage_info(op):
         info = dataclasses.replace(info, phased=phased)
     form = scatter_form(op)
     if form is not None:
-        shape = tuple(x for d, x in enumerate(op.shape) if d != form.dim)
+        shape = tuple(x for d, x in enumerate(op.shape) if d not in form.dims)
         info = dataclasses.replace(info, scatter=_info_of(op.name, shape, [form.loop_statement(stmts[0])],
-                                                          info.itemsize, box=False))
+                                                          info.itemsize, box=False), scatter_dims=form.dims)
     return info
 
 
@@ -368,8 +370,10 @@ def stage_cost(info, ss, dm, terms=None):
         and ``ss``, or of a phased schedule's phase info and ``ss`` without its phase.
     :returns: seconds, a float.
     """
-    if info.scatter is not None and naive_loops(ss):  # codegen/tree.py's _scatter_stage: zero, then the loop
-        return output_bytes(info) / (dm.dram_gbs * 1e9) + _unstrided_cost(info.scatter, ss, dm)
+    tile = scatter_blocks(info.scatter_dims, ss, len(info.shape)) if info.scatter is not None else None
+    if tile is not None:  # codegen/tree.py's _scatter_stage: zero, then the loop over blocks of the other dims
+        sub = StageSchedule(tile=tuple(t for d, t in enumerate(tile) if d not in info.scatter_dims) or None)
+        return output_bytes(info) / (dm.dram_gbs * 1e9) + _unstrided_cost(info.scatter, sub, dm)
     if ss.phase is not None and any(x > 1 for x in ss.phase):
         p = info.phase_info(ss.phase)
         if p is not None:

@@ -7,6 +7,7 @@ The adjoint of a data-dependent read, ``dW[v, c] = sum_k select(I[k] == v, H[k, 
 
 from pathlib import Path
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -42,11 +43,11 @@ def _oracle(outs, ins, feeds):
 def test_take_gradient_is_a_one_hot_sum_over_the_table_rows():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
     form = scatter_form(dW.op)
-    assert form is not None and form.dim == 0 and form.guard is None
-    assert str(form.index) == "max(min(I[i0], 49), 0)" and str(form.value) == "H[i0, i1]"
+    assert form is not None and form.dims == (0,) and [str(e) for _, e in form.steps] == ["max(min(I[i0], 49), 0)"]
+    assert str(form.value) == "H[i0, i1]"
     assert form.domain.is_equal(pa.poly.stage.box_set("x", form.loop_vars(pa.poly.stage.statements_of(dW.op)[0]))
                                 .reset_tuple_id())
-    assert scatter_form(_take_grad(axis=1)[0].op).dim == 1
+    assert scatter_form(_take_grad(axis=1)[0].op).dims == (1,)
     # int64 indices compare with the cast variable: I[k] == int64(v)
     assert scatter_form(_take_grad(V=50, C=1, index_dtype="int64")[0].op) is not None
 
@@ -64,6 +65,8 @@ def _sum(body, where=None, shape=(50, 6), K=30, dtype="float32", name="T"):
     ("the value reads the picked dimension",
      lambda H, I, k, v, c: pa.select(I[k] == v, H[k, c] * pa.cast(v, "float32"), 0.0), None),
     ("the index reads it", lambda H, I, k, v, c: pa.select(I[k] + v == 2 * v, H[k, c], 0.0), None),
+    ("another conjunct reads it", lambda H, I, k, v, c: pa.select(pa.logical_and(I[k] == v, v < 9), H[k, c], 0.0),
+     None),
     ("the reduction's bounds depend on it: { S[v, c, k] : k < v }", lambda H, I, k, v, c: H[k, c],
      lambda I, k, v: pa.logical_and(I[k] == v, k < v)),
     ("no comparison with an output variable", lambda H, I, k, v, c: pa.select(I[k] == 3, H[k, c], 0.0), None),
@@ -97,9 +100,15 @@ def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparis
     assert "==" not in src and "acc" not in src and "const int t0 = max(min(I[i0_1], 49), 0);" in src
     assert "if (t0 >= 0 && t0 < 50)" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
     assert "d_W_from_take[i0 * 6 + i1] = d_W_from_take[i0 * 6 + i1] + (H[i0_1 * 6 + i1])" in src
-    # a tiled schedule keeps the gather (and its vectors)
-    tiled = generate([dW], [I, H], Schedule("t", stages={dW.op.name: StageSchedule(tile=(2, 6))}))
-    assert "== i0" in tiled.source and "_zero" not in tiled.source
+    # tiles of 1 along the picked dimension are blocks of the scatter, the block's points innermost
+    blocked = generate([dW], [I, H], Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})).source
+    assert "==" not in blocked and "for (int c1 = 3 * gid0; c1 <= ((3 * gid0) + 2); c1 += 1)" in blocked
+    scatter = blocked[blocked.index("for (int c0 = 0; c0 <= 39; c0 += 1)"):]  # the reduction loop, then the block's
+    assert scatter.index("c1 = 3 * gid0") < scatter.index("const int t0")
+    # other tiles, vectors or unrolling keep the gather
+    for ss in (StageSchedule(tile=(2, 6)), StageSchedule(tile=(1, 6), vectorize=2), StageSchedule(unroll=2)):
+        src = generate([dW], [I, H], Schedule("t", stages={dW.op.name: ss})).source
+        assert "== i0" in src and "_zero" not in src, ss
 
 
 @pytest.mark.parametrize("mode", ["clip", "wrap", "raise"])
@@ -117,6 +126,9 @@ def test_scatter_matches_the_oracle_and_the_tiled_gather_bit_for_bit(opencl, mod
     tile = (2, 6) if axis == 0 else (6, 2)
     [gathered] = _run([dW], [I, H], [i, h], Schedule("t", stages={dW.op.name: StageSchedule(tile=tile)}))
     assert np.array_equal(scattered, gathered)  # the same additions in the same order at every point
+    blocks = (1, 4) if axis == 0 else (4, 1)  # a ragged last block: 6 = 4 + 2
+    [blocked] = _run([dW], [I, H], [i, h], Schedule("b", stages={dW.op.name: StageSchedule(tile=blocks)}))
+    assert np.array_equal(scattered, blocked)
 
 
 def test_one_dimensional_float64_table(opencl):
@@ -132,6 +144,24 @@ def test_one_dimensional_float64_table(opencl):
     np.testing.assert_allclose(_run([dW], [I, H], [i, h], "naive")[0], expect, rtol=1e-12)
 
 
+def test_a_flattened_table_picks_both_dimensions(opencl):
+    """``take(W, I)`` without an axis reads ``W[I[k] // 7, I[k] % 7]``: each k adds at one point, in one loop."""
+    rng = np.random.default_rng(5)
+    W = pa.placeholder((20, 7), name="W")
+    I = pa.placeholder((30,), name="I", dtype="int32")
+    H = pa.placeholder((30,), name="H")
+    [dW] = pa.differentiate(pa.ops.take(W, I), [W], H)
+    form = scatter_form(dW.op)
+    assert form.dims == (0, 1) and form.domain.dim(isl.dim_type.set) == 1
+    prog = generate([dW], [I, H], "naive")
+    assert "==" not in prog.source and prog.source.count("if (t") == 2
+    i, h = rng.integers(-5, 150, 30).astype(np.int32), rng.standard_normal(30).astype(np.float32)
+    i[:4] = 33
+    expect = np.zeros(140)
+    np.add.at(expect, np.clip(i, 0, 139), h)
+    np.testing.assert_allclose(_run([dW], [I, H], [i, h], "naive")[0], expect.reshape(20, 7), rtol=1e-6)
+
+
 def test_conjuncts_before_the_comparison_guard_the_index_and_those_after_it_the_value(opencl):
     rng = np.random.default_rng(4)
     J = pa.placeholder((30,), name="J", dtype="int32")
@@ -141,7 +171,7 @@ def test_conjuncts_before_the_comparison_guard_the_index_and_those_after_it_the_
 
     T, I, H = _sum(body)
     form = scatter_form(T.op)
-    assert str(form.guard) == "J[k] > 0" and str(form.value) == "select(c < 4, H[k, c], 0.0)"
+    assert [(d, str(e)) for d, e in form.steps] == [(None, "J[k] > 0"), (0, "I[k]"), (None, "c < 4")]
     feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.integers(-1, 2, 30).astype(np.int32),
              rng.standard_normal((30, 6)).astype(np.float32)]
     [ref] = _oracle([T], [I, J, H], feeds)
@@ -159,7 +189,8 @@ def test_the_model_prices_the_scatter_and_auto_builds_it_with_its_producers_inli
     for dm in (ZEN5, GPU):
         naive = stage_cost(info, StageSchedule(), dm)
         assert naive * 20 < stage_cost(info, StageSchedule(tile=(4, 64), vectorize=16), dm), dm.kind
-    assert dW.op.name not in auto_schedule([dW], device=ZEN5).stages
+    chosen = auto_schedule([dW], device=ZEN5).for_stage(dW.op.name)
+    assert scatter_form(dW.op).blocks(chosen, 2) is not None
     # a model's gradient: the producers of the scattered value are evaluated once per reduction point, inlined
     W = pa.placeholder((50, 6), name="W")
     I = pa.placeholder((30,), name="I", dtype="int32")
@@ -176,7 +207,9 @@ def test_the_model_prices_the_scatter_and_auto_builds_it_with_its_producers_inli
 
 def test_show_says_where_a_stage_scatters():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
-    assert ("scatter d_W_from_take: d_W_from_take[max(min(I[i0_1], 49), 0), i1] += H[i0_1, i1] in the reduction's "
+    assert ("scatter d_W_from_take: d_W_from_take[max(min(I[i0_1], 49), 0), i1] += H[i0_1, i1], in the reduction's "
             "order, where inside") in pa.show(dW, schedule="naive")
+    blocked = Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})
+    assert "scatter d_W_from_take:" in pa.show(dW, schedule=blocked)
     tiled = Schedule("t", stages={dW.op.name: StageSchedule(tile=(2, 6))})
     assert "scatter" not in pa.show(dW, schedule=tiled)
