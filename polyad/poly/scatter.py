@@ -1,4 +1,4 @@
-"""One-hot sums, which codegen's naive loops run as scatters.
+"""One-hot sums, which codegen runs as scatters.
 
 A data-dependent read ``Y[k, c] = W[I[k], c]`` has the adjoint isl cannot solve (DESIGN.md, non-affine
 indices): a gather over the consumer's domain, one comparison per output point and reduction point::
@@ -11,9 +11,12 @@ a contribution.  The same sum, with the same additions in the same order at ever
     dW[:, c] = 0;  for k: { j = I[k]; if 0 <= j < V: dW[j, c] += H[k, c] }     { S0[c, k] : 0 <= c < C and ... }
 
 |C| |K| iterations and a store per point instead of |V| |C| |K| comparisons (an embedding table's gradient: 10000
-times fewer).  Blocks of the other output dimensions are its tiles (:func:`blocks`).  Several output dimensions can be picked so (the gradient of ``take`` from a flattened table compares
-``I[k] // C`` with one and ``I[k] % C`` with the other: each ``k`` adds at one point).  :func:`scatter_form` recognises the stages that allow it; ``codegen/tree.py`` builds their naive
-loops that way, and the cost model prices them so (``schedule/cost.py``).
+times fewer).  Several output dimensions can be picked so: the gradient of ``take`` from a flattened table
+compares ``I[k] // C`` with one and ``I[k] % C`` with the other, and each ``k`` adds at one point.
+
+:func:`scatter_form` recognises the stages that allow it; ``codegen/tree.py`` builds them that way under the
+schedules :func:`blocks` allows (the naive loops, and blocks of the other output dimensions), and the cost model
+prices them so (``schedule/cost.py``).
 """
 
 import weakref
