@@ -1153,7 +1153,7 @@ class KernelWriter:
         return c.Block(lines)
 
     def scatter_user(self, ist, args):
-        """A one-hot sum's naive loops (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
+        """A one-hot sum's scatter (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
         ``scatter`` tests the condition's steps in order (a conjunct; an index, computed and kept inside the
         output) and adds the value at the point the indices pick: each reads only where the gather's condition
         read it."""

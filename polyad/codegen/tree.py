@@ -82,7 +82,7 @@ class IslStatement:
     stage: object  # the operation
     stmt: object  # the poly.stage.Statement
     index: int  # position of stmt in its stage
-    role: str  # "assign" | "init" | "update" | "final"; a one-hot sum's naive loops: "zero" | "scatter"
+    role: str  # "assign" | "init" | "update" | "final"; a one-hot sum's scatter: "zero" | "scatter"
     domain: object  # isl.Set named ``name``
     kind: str = "point"  # "point" | "block" (vector/unrolled) | "lane" (one lane of a block's vector
     # accumulator: [b, l, lane, r]) | "tiled" (partial points: [b, l, r], scalar code)
@@ -769,7 +769,7 @@ def build_tree(stages, schedule, widths=None):
             stmts = phase.phase_statements(op, stmts, sched_of.phase)
             shape = phase.phase_shape(shape, sched_of.phase)
         form = scatter_form(op)
-        blocks = form.blocks(sched_of, len(shape)) if form is not None else None
+        blocks = form.blocks(sched_of, len(op.shape)) if form is not None else None
         if blocks is None and tile is not None:
             bases = tuple(c_identifier(f"{kname}_{st.name}", used_stmt) for st in stmts)
             key = (id(op), kname, bases, tile, vec, unroll, sched_of.grid_dims, sched_of.phase, UNROLL_IN_PRINTER,

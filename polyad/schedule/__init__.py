@@ -593,7 +593,7 @@ def show(tensors, schedule="auto", device=None):
 
 
 def _scatters(outs, sched):
-    """A line per stage whose naive loops are a scatter under ``sched`` (DESIGN.md: a data-dependent index's
+    """A line per stage ``sched`` builds as a scatter (poly/scatter.py; DESIGN.md: a data-dependent index's
     adjoint says how it is computed)."""
     from ..poly.scatter import scatter_form
     from ..poly.stage import statements_of
