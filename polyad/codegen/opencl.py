@@ -1178,7 +1178,11 @@ class KernelWriter:
             steps.append((decls, f"{j} >= 0 && {j} < {ctx.int_lit(op.shape[d])}",
                           [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), j)]))
         decls, [value] = printer.emit([ist.scatter.value])
-        body = [c.Statement(x) for x in decls] + [c.Statement(f"{ref} = {ref} + {_parens(value)}")]
+        # the value rounded on its own, as the gather's select rounds it: `T + a * b` in one statement contracts
+        # to a fused multiply-add (one rounding fewer), a different number
+        x = ist.scatter.value
+        y = value if isinstance(x, (Load, Const, Var)) else printer._bind(decls, ctx.ctype(x.dtype), value)
+        body = [c.Statement(x) for x in decls] + [c.Statement(f"{ref} = {ref} + {y}")]
         for decls, cond, opening in reversed(steps):
             body = [c.Statement(x) for x in decls] + [c.If(cond, c.Block(opening + body))]
         return c.Block(lines + body)

@@ -19,6 +19,7 @@ schedules :func:`blocks` allows (the naive loops, and blocks of the other output
 prices them so (``schedule/cost.py``).
 """
 
+import math
 import weakref
 from dataclasses import dataclass
 
@@ -90,7 +91,7 @@ _FORMS = weakref.WeakKeyDictionary()
 def scatter_form(op):
     """The :class:`Scatter` of a stage that is one one-hot sum, else None (remembered per stage).
 
-    That is a stage of one float32, float64 or int64 output and one statement: a sum (identity 0, not
+    That is a stage of one float32, float64 or int64 output and one statement: a sum (identity +0, not
     accumulating) of ``select(c1 and ... and (E == v) and ..., X, 0)`` where ``v`` is an output variable that
     nothing else reads (not ``E``, ``X``, the other conjuncts nor the other picks' indices) and the domain is
     ``[0, extent)`` in ``v`` whatever the other variables are (``{ S[v, c, k] }`` the product of ``v``'s range and
@@ -142,6 +143,8 @@ def _scatter_form(op):
     st = stmts[0]
     comb = st.combiner
     if comb is None or st.accumulate or comb.kind() != "sum" or len(st.vars) == st.n_out:
+        return None
+    if math.copysign(1.0, comb.identity[0].value) < 0:  # from -0.0, the gather's first added +0.0 makes +0.0
         return None
     [value] = st.values
     if not (isinstance(value, Call) and value.op == "select" and value.dtype == op.output_dtype(0)):

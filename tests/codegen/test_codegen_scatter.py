@@ -99,7 +99,7 @@ def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparis
     src = prog.source
     assert "==" not in src and "acc" not in src and "const int t0 = max(min(I[i0_1], 49), 0);" in src
     assert "if (t0 >= 0 && t0 < 50)" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
-    assert "d_W_from_take[i0 * 6 + i1] = d_W_from_take[i0 * 6 + i1] + (H[i0_1 * 6 + i1])" in src
+    assert "d_W_from_take[i0 * 6 + i1] = d_W_from_take[i0 * 6 + i1] + H[i0_1 * 6 + i1];" in src
     # tiles of 1 along the picked dimension are blocks of the scatter, the block's points innermost
     blocked = generate([dW], [I, H], Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})).source
     assert "==" not in blocked and "for (int c1 = 3 * gid0; c1 <= ((3 * gid0) + 2); c1 += 1)" in blocked
@@ -129,6 +129,35 @@ def test_scatter_matches_the_oracle_and_the_tiled_gather_bit_for_bit(opencl, mod
     blocks = (1, 4) if axis == 0 else (4, 1)  # a ragged last block: 6 = 4 + 2
     [blocked] = _run([dW], [I, H], [i, h], Schedule("b", stages={dW.op.name: StageSchedule(tile=blocks)}))
     assert np.array_equal(scattered, blocked)
+
+
+def test_a_product_is_rounded_before_it_is_added_as_the_gather_rounds_it(opencl):
+    """``T + a * b`` in one C statement contracts to a fused multiply-add, one rounding fewer than the gather's
+    ``acc + (c ? a * b : 0)``: the scatter adds a temporary (12 of 30 points differed, a helper found)."""
+    rng = np.random.default_rng(6)
+    H = pa.placeholder((64, 6), name="H")
+    G = pa.placeholder((64, 6), name="G")
+    I = pa.placeholder((64,), name="I", dtype="int32")
+    k = pa.reduce_axis((0, 64), name="k")
+    T = pa.compute((5, 6), lambda v, c: pa.sum(pa.select(I[k] == v, H[k, c] * G[k, c], 0.0), axis=k), name="T")
+    assert scatter_form(T.op) is not None
+    feeds = [rng.integers(0, 5, 64).astype(np.int32), rng.standard_normal((64, 6)).astype(np.float32),
+             rng.standard_normal((64, 6)).astype(np.float32)]
+    [scattered] = _run([T], [I, H, G], feeds, "naive")
+    [gathered] = _run([T], [I, H, G], feeds, Schedule("t", stages={"T": StageSchedule(tile=(2, 6))}))
+    assert np.array_equal(scattered, gathered)
+
+
+def test_a_sum_from_negative_zero_stays_a_gather():
+    """-0.0 + 0.0 is +0.0: the gather's first added zero turns the identity positive, a scatter's zeroing would
+    leave -0.0 where no index lands."""
+    H = pa.placeholder((30, 6), name="H")
+    I = pa.placeholder((30,), name="I", dtype="int32")
+    k = pa.reduce_axis((0, 30), name="k")
+    for zero, scatters in ((-0.0, False), (0.0, True)):
+        add = pa.comm_reducer(lambda a, b: a + b, lambda dtype, z=zero: pa.const(z, dtype), name=f"add{zero}")
+        T = pa.compute((50, 6), lambda v, c: add(pa.select(I[k] == v, H[k, c], 0.0), axis=k), name="T")
+        assert (scatter_form(T.op) is not None) == scatters, zero
 
 
 def test_one_dimensional_float64_table(opencl):
