@@ -1154,9 +1154,9 @@ class KernelWriter:
 
     def scatter_user(self, ist, args):
         """A one-hot sum's scatter (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
-        ``scatter`` tests the condition's steps in order (a conjunct; an index, computed and kept inside the
-        output) and adds the value at the point the indices pick: each reads only where the gather's condition
-        read it."""
+        ``scatter`` runs the condition's data steps in order (a conjunct is tested, a compared value bound), tests
+        that the values pick an output point, and adds the value there: each reads only where the gather's
+        condition read it."""
         ctx, st, op = self.ctx, ist.stmt, self.spec.stage
         vnames = self.var_names[id(st)]
         vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
@@ -1166,25 +1166,32 @@ class KernelWriter:
         if ist.role == "zero":
             lines.append(c.Statement(f"{ref} = {ctx.lit(st.combiner.identity[0].value, t.dtype)}"))
             return c.Block(lines)
-        printer = ExprPrinter(ctx, {id(v): vnames[id(v)] for v in vars_}, self.tensor_names)
-        steps = []  # (declarations, the if's condition, what the if opens with), outermost first
-        for d, e in ist.scatter.steps:
+        form, env = ist.scatter, {id(v): vnames[id(v)] for v in vars_}
+        printer = ExprPrinter(ctx, env, self.tensor_names)
+        steps = []  # (declarations, the if's condition or None), outermost first
+        for a, e in form.steps:
             decls, [text] = printer.emit([e])
-            if d is None:
-                steps.append((decls, _strip(text), []))
-                continue
-            j = printer._bind(decls, ctx.ctype(e.dtype), text)
-            v = st.out_vars[d]
-            steps.append((decls, f"{j} >= 0 && {j} < {ctx.int_lit(op.shape[d])}",
-                          [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), j)]))
-        decls, [value] = printer.emit([ist.scatter.value])
+            if a is None:
+                steps.append((decls, _strip(text)))
+            else:  # the printer reads the bound value by the variable's name from here on
+                env[id(a)] = printer._bind(decls, ctx.ctype(a.dtype), text)
+                steps.append((decls, None))
+        decls, [value] = printer.emit([form.value])
         # the value rounded on its own, as the gather's select rounds it: `T + a * b` in one statement contracts
         # to a fused multiply-add (one rounding fewer), a different number
-        x = ist.scatter.value
+        x = form.value
         y = value if isinstance(x, (Load, Const, Var)) else printer._bind(decls, ctx.ctype(x.dtype), value)
-        body = [c.Statement(x) for x in decls] + [c.Statement(f"{ref} = {ref} + {y}")]
-        for decls, cond, opening in reversed(steps):
-            body = [c.Statement(x) for x in decls] + [c.If(cond, c.Block(opening + body))]
+        body = [c.Statement(d) for d in decls] + [c.Statement(f"{ref} = {ref} + {y}")]
+        decls, picks = printer.emit([p for _, p in form.picks])
+        body = [c.Statement(d) for d in decls] + [
+            c.Initializer(c.Const(c.Value(ctx.ctype(st.out_vars[d].dtype), vnames[id(st.out_vars[d])])), _strip(p))
+            for (d, _), p in zip(form.picks, picks)] + body
+        if form.check is not None:
+            steps.append(printer.emit([form.check]))
+            decls, [check] = steps.pop()
+            body = [c.Statement(d) for d in decls] + [c.If(_strip(check), c.Block(body))]
+        for decls, cond in reversed(steps):
+            body = [c.Statement(d) for d in decls] + ([c.If(cond, c.Block(body))] if cond is not None else body)
         return c.Block(lines + body)
 
     def block_user(self, ist, args):

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..te import dtype as dt
+from ..te.construct import cast
 from ..te.expr import Call, Const, Var
 from ..te.visit import free_vars
+from .convert import FromIsl, NotAffine, ToIsl, pieces, rename
 from .stage import Statement, dim_names, statements_of
 
 #: dtypes a scatter accumulates in memory exactly as the gather's register does: the type code computes in is
@@ -38,25 +40,32 @@ _DTYPES = frozenset(("float32", "float64", "int64"))
 
 @dataclass(frozen=True, eq=False)
 class Scatter:
-    """How a one-hot sum scatters: ``T[o with o[d] := E_d for the picked d] += value`` over ``domain``.
+    """How a one-hot sum scatters: ``T[o with o[d] := pick_d] += value`` over ``domain``.
 
-    :param steps: the condition's conjuncts in its order, each ``(d, E_d)`` for a comparison that picks output
-        dimension ``d`` (``v`` above; ``E_d``: ``I[k]``) or ``(None, c)`` for another conjunct.  Code tests them in
-        this order, an index inside ``[0, extent)``: each reads only where the gather's condition read it.
-    :param value: the select's value, added where every step holds.
+    :param steps: the condition's conjuncts that read data, in its order: ``(a, E)`` binds the variable ``a`` (an
+        int64 ``Var``) to the value ``E`` a comparison ``E == L(o, r)`` reads (``I[k]``), ``(None, c)`` is another
+        conjunct.  Code runs them in this order, testing each conjunct: each reads only where the gather's
+        condition read it.
+    :param check: where the values bound select an output point (an int64 condition over the loop variables and
+        the ``a``'s: ``0 <= a <= 9999``), or None when they always do.
+    :param picks: ``((d, pick_d), ...)``: each picked output dimension, solved from the ``a``'s (``v = a``; a max
+        pool's ``2*y - 1 + a // 3``) over the loop variables, in dimension order.
+    :param value: the select's value, added at the picked point.
     :param domain: the isl set over the statement's variables but the picked dimensions (named as the statement's).
     :param names: the isl names of those variables, in order.
     """
 
     steps: tuple
+    check: object
+    picks: tuple
     value: object
     domain: object
     names: tuple
 
     @property
     def dims(self):
-        """The picked output dimensions, in the condition's order."""
-        return tuple(d for d, _ in self.steps if d is not None)
+        """The picked output dimensions, in order."""
+        return tuple(d for d, _ in self.picks)
 
     def loop_vars(self, stmt):
         """The statement's variables the scatter loops over: all but the picked output dimensions."""
@@ -92,10 +101,13 @@ def scatter_form(op):
     """The :class:`Scatter` of a stage that is one one-hot sum, else None (remembered per stage).
 
     That is a stage of one float32, float64 or int64 output and one statement: a sum (identity +0, not
-    accumulating) of ``select(c1 and ... and (E == v) and ..., X, 0)`` where ``v`` is an output variable that
-    nothing else reads (not ``E``, ``X``, the other conjuncts nor the other picks' indices) and the domain is
-    ``[0, extent)`` in ``v`` whatever the other variables are (``{ S[v, c, k] }`` the product of ``v``'s range and
-    a set over ``(c, k)``).  Every such comparison picks its dimension.
+    accumulating) of ``select(c1 and ... and c_m, X, 0)`` whose conjuncts include comparisons ``E == L`` of a value
+    ``E`` read from data with an affine ``L`` of the variables, such that the output variables the ``L``'s read
+    (the picked ones) are a function of the other variables and the ``E``'s over the domain (isl says so and gives
+    it), and nothing else reads them: neither ``X``, the ``E``'s nor the conjuncts that read data.  Affine conjuncts
+    join the domain.  ``I[k] == v`` picks ``v = a``; a strided max pool's gradient, ``A[n, c, y, x] == 3*i + j - 6*y
+    - 2*x + 4`` over ``{ [..., i, j, y, x] : 2*y - 1 <= i <= 2*y + 1 and ... }``, picks ``i = 2*y - 1 + a // 3`` and
+    ``j = 2*x - 1 + a % 3``.
     """
     try:
         return _FORMS[op]
@@ -112,25 +124,22 @@ def _conjuncts(e):
     return [e]
 
 
-def _variable(e):
-    """The variable ``e`` is, cast to an integer type or not (``I[k] == int64(v)``), else None."""
-    if isinstance(e, Call) and e.op == "cast" and dt.is_int(e.dtype):
-        e = e.args[0]
-    return e if isinstance(e, Var) else None
+def _affine(tis, e):
+    try:
+        return tis.aff(e)
+    except NotAffine:
+        return None
 
 
-def _pick(part, st, shape):
-    """``(d, E)`` when the conjunct ``part`` is ``E == v`` for the output variable ``v`` of dimension ``d`` (cast or
-    not, to a type that holds its range) and ``E`` an integer expression that does not read ``v``; else None."""
-    if not (isinstance(part, Call) and part.op == "eq"):
+def _comparison(part, tis, outs):
+    """``(E, L)`` when the conjunct ``part`` compares an integer value ``E`` that is not affine with an affine ``L``
+    that reads an output variable, else None."""
+    if not (isinstance(part, Call) and part.op == "eq" and dt.is_int(part.args[0].dtype)):
         return None
     for side in range(2):
-        v, e = _variable(part.args[side]), part.args[1 - side]
-        d = next((i for i, w in enumerate(st.out_vars) if w is v), None) if v is not None else None
-        if d is None or not dt.is_int(e.dtype) or dt.max_value(part.args[side].dtype) < shape[d] - 1:
-            continue
-        if not any(w is v for w in free_vars(e)):
-            return d, e
+        e, lin = part.args[1 - side], part.args[side]
+        if any(id(w) in outs for w in free_vars(lin)) and _affine(tis, lin) is not None and _affine(tis, e) is None:
+            return e, lin
     return None
 
 
@@ -152,35 +161,52 @@ def _scatter_form(op):
     cond, x, zero = value.args
     if not (isinstance(zero, Const) and zero.value == 0):
         return None
-    steps = []
-    for part in _conjuncts(cond):
-        pick = _pick(part, st, op.shape)
-        steps.append(pick if pick is not None and pick[0] not in {d for d, _ in steps} else (None, part))
-    picked = {id(st.out_vars[d]) for d, _ in steps if d is not None}
-    if not picked:
+    parts = _conjuncts(cond)
+    outs = {id(v) for v in st.out_vars}
+    tis = ToIsl(st.vars)
+    found = [_comparison(part, tis, outs) for part in parts]
+    if not any(found):
         return None
-    # what reads a picked variable is not a scatter's: each must be known before its store, from the data alone
-    if any(id(w) in picked for _, e in steps for w in free_vars(e)) or any(id(w) in picked for w in free_vars(x)):
+    avars = tuple(Var(f"pa_a{i}", "int64") for i in range(sum(1 for f in found if f)))
+    every = tuple(st.vars) + avars
+    tis = ToIsl(every)
+    space = rename(st.domain.reset_tuple_id().add_dims(isl.dim_type.set, len(avars)), every)
+    steps, it = [], iter(avars)
+    for part, f in zip(parts, found):
+        if f is not None:
+            a, (e, lin) = next(it), f
+            space = space.intersect(tis.aff(a).eq_set(tis.aff(lin)))
+            steps.append((a, e if e.dtype == "int64" else cast(e, "int64")))
+        elif (c := tis.try_set(part)) is not None:
+            space = space.intersect(c)
+        else:
+            steps.append((None, part))
+    read = {id(w) for f in found if f is not None for w in free_vars(f[1])}
+    picked = [d for d, v in enumerate(st.out_vars) if id(v) in read]
+    pids = {id(st.out_vars[d]) for d in picked}
+    if any(id(w) in pids for _, e in steps for w in free_vars(e)) or any(id(w) in pids for w in free_vars(x)):
+        return None  # each must be known before the store, from the data and the other variables
+    # the picked dimensions as a function of the others and the a's: move them to the map's range, in order
+    m = isl.Map.from_domain(space)
+    for d in reversed(picked):
+        m = m.move_dims(isl.dim_type.out, 0, isl.dim_type.in_, d, 1)
+    if not m.is_single_valued():
         return None
+    pw = m.as_pw_multi_aff().coalesce()
+    if pw.n_piece() != 1:
+        return None
+    [(_, solved)] = pieces(pw)
+    loop = tuple(v for d, v in enumerate(st.vars) if d not in picked)
     domain = st.domain.reset_tuple_id()
-    for d in sorted((d for d, _ in steps if d is not None), reverse=True):
-        domain = _without(domain, d, op.shape[d])
-        if domain is None:
-            return None
-    names = tuple(nm for i, nm in enumerate(dim_names(st.vars)) if id(st.vars[i]) not in picked)
-    return Scatter(tuple(steps), x, domain, names)
-
-
-def _without(domain, d, extent):
-    """``domain`` without its dimension ``d`` when it is ``[0, extent)`` there times the rest, else None.
-
-    ``{ S[v, c, k] : 0 <= v < 10 and 0 <= c < 4 and k <= c + 3 and ... }`` is, in ``v``;
-    ``{ S[v, c, k] : ... and k <= c + v }`` is not (which ``k`` reach ``v`` depends on ``v``)."""
-    n = domain.dim(isl.dim_type.set)
-    rest = domain.project_out(isl.dim_type.set, d, 1)
-    line = isl.Set(f"{{ [x] : 0 <= x < {extent} }}", context=domain.get_ctx())
-    line = line.insert_dims(isl.dim_type.set, 0, d).insert_dims(isl.dim_type.set, d + 1, n - d - 1)
-    return rest if rest.insert_dims(isl.dim_type.set, d, 1).intersect(line).is_equal(domain.reset_tuple_id()) else None
+    for d in reversed(picked):
+        domain = domain.project_out(isl.dim_type.set, d, 1)
+    known = rename(domain.add_dims(isl.dim_type.set, len(avars)), loop + avars)
+    check = rename(m.domain(), loop + avars).gist(known)
+    back = FromIsl(loop + avars, context=check.intersect(known))
+    picks = tuple((d, back.aff_expr(solved.get_aff(i))) for i, d in enumerate(picked))
+    test = None if check.plain_is_universe() else back.cond_of_set(check)
+    names = tuple(nm for i, nm in enumerate(dim_names(st.vars)) if i not in picked)
+    return Scatter(tuple(steps), test, picks, x, domain, names)
 
 
 __all__ = ["Scatter", "scatter_form", "blocks"]

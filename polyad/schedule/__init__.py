@@ -605,13 +605,13 @@ def _scatters(outs, sched):
         form = None if isinstance(op, PlaceholderOp) else scatter_form(op)
         if form is not None and form.blocks(sched.for_stage(op.name), len(op.shape)) is not None:
             st = statements_of(op)[0]
-            pr = Printer(var_names=unique_names(st.vars))
-            picks = {d: e for d, e in form.steps if d is not None}
+            pr = Printer(var_names=unique_names(list(st.vars) + [a for a, _ in form.steps if a is not None]))
+            picks = dict(form.picks)
             at = ", ".join(pr(picks[d]) if d in picks else pr(v) for d, v in enumerate(st.out_vars))
-            conds = [pr(e) for d, e in form.steps if d is None]
-            lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)}"
-                         + (f" where {' and '.join(conds)}" if conds else "")
-                         + ", in the reduction's order, where inside (a one-hot sum: no comparison per output point)")
+            given = [f"{pr(a)} = {pr(e)}" if a is not None else pr(e) for a, e in form.steps]
+            given += [pr(form.check)] if form.check is not None else []
+            lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)} where {' and '.join(given)}, "
+                         "in the reduction's order (a one-hot sum: no comparison per output point)")
     return lines
 
 

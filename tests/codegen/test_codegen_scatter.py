@@ -43,13 +43,30 @@ def _oracle(outs, ins, feeds):
 def test_take_gradient_is_a_one_hot_sum_over_the_table_rows():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
     form = scatter_form(dW.op)
-    assert form is not None and form.dims == (0,) and [str(e) for _, e in form.steps] == ["max(min(I[i0], 49), 0)"]
-    assert str(form.value) == "H[i0, i1]"
+    assert [(str(a), str(e)) for a, e in form.steps] == [("pa_a0", "int64(max(min(I[i0], 49), 0))")]
+    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49" and [(d, str(p)) for d, p in form.picks] == [(0, "pa_a0")]
+    assert str(form.value) == "H[i0, i1]" and form.dims == (0,)
     assert form.domain.is_equal(pa.poly.stage.box_set("x", form.loop_vars(pa.poly.stage.statements_of(dW.op)[0]))
                                 .reset_tuple_id())
     assert scatter_form(_take_grad(axis=1)[0].op).dims == (1,)
     # int64 indices compare with the cast variable: I[k] == int64(v)
     assert scatter_form(_take_grad(V=50, C=1, index_dtype="int64")[0].op) is not None
+
+
+def test_a_strided_max_pools_gradient_solves_both_coordinates_from_the_argmax():
+    """``A[n, c, y, x] == 3*i + j - 6*y - 2*x + 4`` over the windows that hold ``(i, j)``: isl gives ``i`` and ``j``
+    from ``a = A[...]``, and where ``a`` picks a point (the padding is never picked)."""
+    X = pa.placeholder((2, 3, 9, 9), name="X")
+    H = pa.placeholder((2, 3, 5, 5), name="H")
+    [dX] = pa.differentiate(pa.nn.pool2d(X, 3, 2, 1, "max"), [X], H)
+    form = scatter_form(dX.op)
+    assert form.dims == (2, 3)
+    assert [(d, str(p)) for d, p in form.picks] == [(2, "2*int64(y) + pa_a0//3 - 1"), (3, "2*int64(x) + pa_a0%3 - 1")]
+    # a <= 8 and the padding on all four sides (9 rows: the last window's row 9 is padding); no floor
+    # division's own definition (3*(a//3) <= a)
+    assert str(form.check) == (
+        "pa_a0 >= 0 and 6*int64(y) + pa_a0 >= 3 and 6*int64(y) + pa_a0 <= 29 and pa_a0 <= 8 and "
+        "2*int64(x) + pa_a0 <= 3*(pa_a0//3) + 9 and 3*(pa_a0//3) < 2*int64(x) + pa_a0")
 
 
 def _sum(body, where=None, shape=(50, 6), K=30, dtype="float32", name="T"):
@@ -61,26 +78,45 @@ def _sum(body, where=None, shape=(50, 6), K=30, dtype="float32", name="T"):
     return T, I, H
 
 
-@pytest.mark.parametrize("case, body, where", [
+@pytest.mark.parametrize("case, body", [
     ("the value reads the picked dimension",
-     lambda H, I, k, v, c: pa.select(I[k] == v, H[k, c] * pa.cast(v, "float32"), 0.0), None),
-    ("the index reads it", lambda H, I, k, v, c: pa.select(I[k] + v == 2 * v, H[k, c], 0.0), None),
-    ("another conjunct reads it", lambda H, I, k, v, c: pa.select(pa.logical_and(I[k] == v, v < 9), H[k, c], 0.0),
-     None),
-    ("the reduction's bounds depend on it: { S[v, c, k] : k < v }", lambda H, I, k, v, c: H[k, c],
-     lambda I, k, v: pa.logical_and(I[k] == v, k < v)),
-    ("no comparison with an output variable", lambda H, I, k, v, c: pa.select(I[k] == 3, H[k, c], 0.0), None),
-    ("a max, not a sum", None, None),
+     lambda H, I, J, k, v, c: pa.select(I[k] == v, H[k, c] * pa.cast(v, "float32"), 0.0)),
+    ("the compared value reads it", lambda H, I, J, k, v, c: pa.select(I[k] + v == 2 * v, H[k, c], 0.0)),
+    ("a conjunct that reads data reads it", lambda H, I, J, k, v, c: pa.select(
+        pa.logical_and(I[k] == v, J[v] > 0), H[k, c], 0.0)),
+    ("one comparison, two output variables: { [k, a] -> [v, c] : v + c = a } is not a function",
+     lambda H, I, J, k, v, c: pa.select(I[k] == v + c, H[k, 0], 0.0)),
+    ("no comparison with an output variable", lambda H, I, J, k, v, c: pa.select(I[k] == 3, H[k, c], 0.0)),
+    ("a max, not a sum", None),
 ])
-def test_what_is_not_a_one_hot_sum_stays_a_gather(case, body, where):
+def test_what_is_not_a_one_hot_sum_stays_a_gather(case, body):
+    J = pa.placeholder((50,), name="J", dtype="int32")
     if body is None:
         H = pa.placeholder((30, 6), name="H")
         I = pa.placeholder((30,), name="I", dtype="int32")
         k = pa.reduce_axis((0, 30), name="k")
         T = pa.compute((50, 6), lambda v, c: pa.max(pa.select(I[k] == v, H[k, c], 0.0), axis=k), name="T")
     else:
-        T, _, _ = _sum(body, where)
+        T, _, _ = _sum(lambda H, I, k, v, c: body(H, I, J, k, v, c))
     assert scatter_form(T.op) is None, case
+
+
+@pytest.mark.parametrize("case, body, where", [
+    ("an affine conjunct reads the picked dimension: it joins the check",
+     lambda H, I, k, v, c: pa.select(pa.logical_and(I[k] == v, v < 9), H[k, c], 0.0), None),
+    ("the reduction's bounds depend on it: { S[v, c, k] : k < v }", lambda H, I, k, v, c: H[k, c],
+     lambda I, k, v: pa.logical_and(I[k] == v, k < v)),
+])
+def test_affine_conditions_on_the_picked_dimension_join_its_check(opencl, case, body, where):
+    rng = np.random.default_rng(7)
+    T, I, H = _sum(body, where)
+    assert scatter_form(T.op) is not None, case
+    feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.standard_normal((30, 6)).astype(np.float32)]
+    [ref] = _oracle([T], [I, H], feeds)
+    [scattered] = _run([T], [I, H], feeds, "naive")
+    np.testing.assert_allclose(scattered, ref, rtol=1e-6)
+    [gathered] = _run([T], [I, H], feeds, Schedule("t", stages={"T": StageSchedule(tile=(2, 6))}))
+    assert np.array_equal(scattered, gathered), case
 
 
 def test_int32_sums_stay_gathers():
@@ -91,20 +127,38 @@ def test_int32_sums_stay_gathers():
         assert (scatter_form(T.op) is not None) == scatters, dtype
 
 
+@pytest.mark.parametrize("kernel, stride, padding, ceil", [(3, 2, 1, False), (5, 2, 2, False), (3, 2, 0, True)])
+def test_max_pool_gradients_scatter_as_the_gather_sums(opencl, kernel, stride, padding, ceil):
+    rng = np.random.default_rng(kernel * 10 + stride)
+    X = pa.placeholder((2, 3, 9, 9), name="X")
+    Y = pa.nn.pool2d(X, kernel, stride, padding, "max", ceil_mode=ceil)
+    H = pa.placeholder(Y.shape, name="H")
+    [dX] = pa.differentiate(Y, [X], H)
+    assert scatter_form(dX.op).dims == (2, 3)
+    x = rng.standard_normal(X.shape).astype(np.float32)
+    x[0, 0, :4, :4] = 1.0  # ties: the first maximum in the window's order takes the gradient
+    h = rng.standard_normal(Y.shape).astype(np.float32)
+    [ref] = _oracle([dX], [X, H], [x, h])
+    [scattered] = _run([dX], [X, H], [x, h], "naive")
+    np.testing.assert_allclose(scattered, ref, rtol=1e-6, atol=1e-7)
+    [gathered] = _run([dX], [X, H], [x, h], Schedule("t", stages={dX.op.name: StageSchedule(tile=(1, 1, 3, 3))}))
+    assert np.array_equal(scattered, gathered)
+
+
 def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparison_per_output_point():
     dW, I, H = _take_grad(V=50, C=6, index_shape=(40,))
     prog = generate([dW], [I, H], "naive")
     roles = sorted(ist.role for ist in prog.tree.statements.values())
     assert roles == ["scatter", "zero"]
     src = prog.source
-    assert "==" not in src and "acc" not in src and "const int t0 = max(min(I[i0_1], 49), 0);" in src
-    assert "if (t0 >= 0 && t0 < 50)" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
+    assert "==" not in src and "acc" not in src and "const long t0 = (long)max(min(I[i0_1], 49), 0);" in src
+    assert "if ((t0 >= 0L) & (t0 <= 49L))" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
     assert "d_W_from_take[i0 * 6 + i1] = d_W_from_take[i0 * 6 + i1] + H[i0_1 * 6 + i1];" in src
     # tiles of 1 along the picked dimension are blocks of the scatter, the block's points innermost
     blocked = generate([dW], [I, H], Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})).source
     assert "==" not in blocked and "for (int c1 = 3 * gid0; c1 <= ((3 * gid0) + 2); c1 += 1)" in blocked
     scatter = blocked[blocked.index("for (int c0 = 0; c0 <= 39; c0 += 1)"):]  # the reduction loop, then the block's
-    assert scatter.index("c1 = 3 * gid0") < scatter.index("const int t0")
+    assert scatter.index("c1 = 3 * gid0") < scatter.index("const long t0")
     # other tiles, vectors or unrolling keep the gather
     for ss in (StageSchedule(tile=(2, 6)), StageSchedule(tile=(1, 6), vectorize=2), StageSchedule(unroll=2)):
         src = generate([dW], [I, H], Schedule("t", stages={dW.op.name: ss})).source
@@ -183,7 +237,7 @@ def test_a_flattened_table_picks_both_dimensions(opencl):
     form = scatter_form(dW.op)
     assert form.dims == (0, 1) and form.domain.dim(isl.dim_type.set) == 1
     prog = generate([dW], [I, H], "naive")
-    assert "==" not in prog.source and prog.source.count("if (t") == 2
+    assert "==" not in prog.source and prog.source.count("if (") == 1  # one test: both indices inside
     i, h = rng.integers(-5, 150, 30).astype(np.int32), rng.standard_normal(30).astype(np.float32)
     i[:4] = 33
     expect = np.zeros(140)
@@ -200,7 +254,8 @@ def test_conjuncts_before_the_comparison_guard_the_index_and_those_after_it_the_
 
     T, I, H = _sum(body)
     form = scatter_form(T.op)
-    assert [(d, str(e)) for d, e in form.steps] == [(None, "J[k] > 0"), (0, "I[k]"), (None, "c < 4")]
+    assert [(str(a), str(e)) for a, e in form.steps] == [("None", "J[k] > 0"), ("pa_a0", "int64(I[k])")]
+    assert str(form.check) == "int64(c) <= 3 and pa_a0 >= 0 and pa_a0 <= 49"  # c < 4 is affine: in the check
     feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.integers(-1, 2, 30).astype(np.int32),
              rng.standard_normal((30, 6)).astype(np.float32)]
     [ref] = _oracle([T], [I, J, H], feeds)
@@ -231,13 +286,13 @@ def test_the_model_prices_the_scatter_and_auto_builds_it_with_its_producers_inli
     sched = auto_schedule([dW], device=ZEN5)
     assert {"take", "d_take_from_Z"} <= sched.inline
     text = pa.show(dW, schedule=sched)
-    assert "scatter d_W_from_take: d_W_from_take[max(min(I[i0_1], 49), 0), i1] += H[i0_1, i1]*X[i0_1, i1]" in text
+    assert "scatter d_W_from_take: d_W_from_take[pa_a0, i1] += H[i0_1, i1]*X[i0_1, i1]" in text
 
 
 def test_show_says_where_a_stage_scatters():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
-    assert ("scatter d_W_from_take: d_W_from_take[max(min(I[i0_1], 49), 0), i1] += H[i0_1, i1], in the reduction's "
-            "order, where inside") in pa.show(dW, schedule="naive")
+    assert ("scatter d_W_from_take: d_W_from_take[pa_a0, i1] += H[i0_1, i1] where pa_a0 = int64(max(min(I[i0_1], 49), "
+            "0)) and pa_a0 >= 0 and pa_a0 <= 49, in the reduction's order") in pa.show(dW, schedule="naive")
     blocked = Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})
     assert "scatter d_W_from_take:" in pa.show(dW, schedule=blocked)
     tiled = Schedule("t", stages={dW.op.name: StageSchedule(tile=(2, 6))})
