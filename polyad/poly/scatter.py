@@ -167,23 +167,28 @@ def _scatter_form(op):
     found = [_comparison(part, tis, outs) for part in parts]
     if not any(found):
         return None
+    read = {id(w) for f in found if f is not None for w in free_vars(f[1])}
+    picked = [d for d, v in enumerate(st.out_vars) if id(v) in read]
+    pids = {id(st.out_vars[d]) for d in picked}
     avars = tuple(Var(f"pa_a{i}", "int64") for i in range(sum(1 for f in found if f)))
     every = tuple(st.vars) + avars
     tis = ToIsl(every)
     space = rename(st.domain.reset_tuple_id().add_dims(isl.dim_type.set, len(avars)), every)
-    steps, it = [], iter(avars)
+    steps, it, tested = [], iter(avars), tis.univ
     for part, f in zip(parts, found):
         if f is not None:
             a, (e, lin) = next(it), f
             space = space.intersect(tis.aff(a).eq_set(tis.aff(lin)))
             steps.append((a, e if e.dtype == "int64" else cast(e, "int64")))
-        elif (c := tis.try_set(part)) is not None:
+            continue
+        c = tis.try_set(part)
+        if c is not None:
             space = space.intersect(c)
-        else:
+        # tested where it was written, unless only the check can (it reads a picked variable): an affine
+        # conjunct may be what keeps a later read in its buffer (k < 30 and I[k] == v, with I of 30)
+        if c is None or not any(id(w) in pids for w in free_vars(part)):
             steps.append((None, part))
-    read = {id(w) for f in found if f is not None for w in free_vars(f[1])}
-    picked = [d for d, v in enumerate(st.out_vars) if id(v) in read]
-    pids = {id(st.out_vars[d]) for d in picked}
+            tested = tested if c is None else tested.intersect(c)
     if any(id(w) in pids for _, e in steps for w in free_vars(e)) or any(id(w) in pids for w in free_vars(x)):
         return None  # each must be known before the store, from the data and the other variables
     # the picked dimensions as a function of the others and the a's: move them to the map's range, in order
@@ -200,7 +205,9 @@ def _scatter_form(op):
     domain = st.domain.reset_tuple_id()
     for d in reversed(picked):
         domain = domain.project_out(isl.dim_type.set, d, 1)
-    known = rename(domain.add_dims(isl.dim_type.set, len(avars)), loop + avars)
+        tested = tested.project_out(isl.dim_type.set, d, 1)
+    # what the check need not test again: the loop's domain, and the affine conjuncts the steps test
+    known = rename(domain.add_dims(isl.dim_type.set, len(avars)), loop + avars).intersect(rename(tested, loop + avars))
     check = rename(m.domain(), loop + avars).gist(known)
     back = FromIsl(loop + avars, context=check.intersect(known))
     picks = tuple((d, back.aff_expr(solved.get_aff(i))) for i, d in enumerate(picked))

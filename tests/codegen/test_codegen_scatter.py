@@ -227,6 +227,24 @@ def test_one_dimensional_float64_table(opencl):
     np.testing.assert_allclose(_run([dW], [I, H], [i, h], "naive")[0], expect, rtol=1e-12)
 
 
+def test_an_affine_conjunct_still_guards_the_read_after_it(opencl):
+    """``k < 30 and I[k] == v`` over k < 40 with I of 30: the read of I[k] stays under its guard (the check alone,
+    after it, would have read past the buffer)."""
+    rng = np.random.default_rng(8)
+    H = pa.placeholder((40, 6), name="H")
+    I = pa.placeholder((30,), name="I", dtype="int32")
+    k = pa.reduce_axis((0, 40), name="k")
+    T = pa.compute((50, 6), lambda v, c: pa.sum(pa.select(pa.logical_and(k < 30, I[k] == v), H[k, c], 0.0), axis=k),
+                   name="T")
+    form = scatter_form(T.op)
+    assert [(str(a), str(e)) for a, e in form.steps] == [("None", "k < 30"), ("pa_a0", "int64(I[k])")]
+    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49"  # k <= 29: tested already
+    src = generate([T], [I, H], "naive").source
+    assert src.index("if (k < 30)") < src.index("(long)I[k]")
+    feeds = [rng.integers(0, 50, 30).astype(np.int32), rng.standard_normal((40, 6)).astype(np.float32)]
+    np.testing.assert_allclose(_run([T], [I, H], feeds, "naive")[0], _oracle([T], [I, H], feeds)[0], rtol=1e-6)
+
+
 def test_a_flattened_table_picks_both_dimensions(opencl):
     """``take(W, I)`` without an axis reads ``W[I[k] // 7, I[k] % 7]``: each k adds at one point, in one loop."""
     rng = np.random.default_rng(5)
@@ -254,8 +272,9 @@ def test_conjuncts_before_the_comparison_guard_the_index_and_those_after_it_the_
 
     T, I, H = _sum(body)
     form = scatter_form(T.op)
-    assert [(str(a), str(e)) for a, e in form.steps] == [("None", "J[k] > 0"), ("pa_a0", "int64(I[k])")]
-    assert str(form.check) == "int64(c) <= 3 and pa_a0 >= 0 and pa_a0 <= 49"  # c < 4 is affine: in the check
+    assert [(str(a), str(e)) for a, e in form.steps] == [
+        ("None", "J[k] > 0"), ("pa_a0", "int64(I[k])"), ("None", "c < 4")]
+    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49"
     feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.integers(-1, 2, 30).astype(np.int32),
              rng.standard_normal((30, 6)).astype(np.float32)]
     [ref] = _oracle([T], [I, J, H], feeds)
