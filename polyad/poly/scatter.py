@@ -11,8 +11,10 @@ a contribution.  The same sum, with the same additions in the same order at ever
     dW[:, c] = 0;  for k: { j = I[k]; if 0 <= j < V: dW[j, c] += H[k, c] }     { S0[c, k] : 0 <= c < C and ... }
 
 |C| |K| iterations and a store per point instead of |V| |C| |K| comparisons (an embedding table's gradient: 10000
-times fewer).  Several output dimensions can be picked so: the gradient of ``take`` from a flattened table
-compares ``I[k] // C`` with one and ``I[k] % C`` with the other, and each ``k`` adds at one point.
+times fewer).  In general each value compared (``a = I[k]``) is a variable, and isl solves the output coordinates
+the comparisons read from the ``a``'s and the other variables: ``v = a`` where ``0 <= a < V``; the gradient of
+``take`` from a flattened table, ``I[k] // C == v and I[k] % C == c``, picks both coordinates; a strided max
+pool's, ``A[n, c, y, x] == 3*i + j - 6*y - 2*x + 4``, picks ``i = 2*y + a//3 - 1`` and ``j = 2*x + a%3 - 1``.
 
 :func:`scatter_form` recognises the stages that allow it; ``codegen/tree.py`` builds them that way under the
 schedules :func:`blocks` allows (the naive loops, and blocks of the other output dimensions), and the cost model

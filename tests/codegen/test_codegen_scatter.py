@@ -3,6 +3,7 @@
 The adjoint of a data-dependent read, ``dW[v, c] = sum_k select(I[k] == v, H[k, c], 0)`` over
 ``{ S0[v, c, k] : 0 <= v < V and 0 <= c < C and 0 <= k < K }``, runs its naive loops as
 ``dW[:, c] = 0; for k: dW[I[k], c] += H[k, c]`` over ``{ S0[c, k] }``: the gather's additions, in its order.
+A max pool's gradient compares its argmax with an affine expression of two output coordinates, which isl solves.
 """
 
 from pathlib import Path
