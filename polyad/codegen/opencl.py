@@ -1154,9 +1154,9 @@ class KernelWriter:
 
     def scatter_user(self, ist, args):
         """A one-hot sum's scatter (poly/scatter.py): ``zero`` stores the sum's identity at an output point;
-        ``scatter`` runs the condition's data steps in order (a conjunct is tested, a compared value bound), tests
-        that the values pick an output point, and adds the value there: each reads only where the gather's
-        condition read it."""
+        ``scatter`` runs the condition's steps in order (a conjunct is tested; a compared value is bound, and
+        tested against the values its comparison can match), tests that the values pick an output point, and adds
+        the value there: each reads only where the gather's condition read it."""
         ctx, st, op = self.ctx, ist.stmt, self.spec.stage
         vnames = self.var_names[id(st)]
         vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
@@ -1168,14 +1168,16 @@ class KernelWriter:
             return c.Block(lines)
         form, env = ist.scatter, {id(v): vnames[id(v)] for v in vars_}
         printer = ExprPrinter(ctx, env, self.tensor_names)
-        steps = []  # (declarations, the if's condition or None), outermost first
+        ranges = {id(a): (lo, hi) for a, lo, hi in form.ranges}
+        steps = []  # (declarations, the if's condition), outermost first
         for a, e in form.steps:
             decls, [text] = printer.emit([e])
             if a is None:
                 steps.append((decls, _strip(text)))
             else:  # the printer reads the bound value by the variable's name from here on
-                env[id(a)] = printer._bind(decls, ctx.ctype(a.dtype), text)
-                steps.append((decls, None))
+                name = env[id(a)] = printer._bind(decls, ctx.ctype(a.dtype), text)
+                lo, hi = ranges[id(a)]
+                steps.append((decls, f"{name} >= {ctx.lit(lo, a.dtype)} && {name} <= {ctx.lit(hi, a.dtype)}"))
         decls, [value] = printer.emit([form.value])
         # the value rounded on its own, as the gather's select rounds it: `T + a * b` in one statement contracts
         # to a fused multiply-add (one rounding fewer), a different number
@@ -1191,7 +1193,7 @@ class KernelWriter:
             decls, [check] = steps.pop()
             body = [c.Statement(d) for d in decls] + [c.If(_strip(check), c.Block(body))]
         for decls, cond in reversed(steps):
-            body = [c.Statement(d) for d in decls] + ([c.If(cond, c.Block(body))] if cond is not None else body)
+            body = [c.Statement(d) for d in decls] + [c.If(cond, c.Block(body))]
         return c.Block(lines + body)
 
     def block_user(self, ist, args):

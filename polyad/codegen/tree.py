@@ -42,7 +42,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly.scatter import scatter_form
-from ..poly.stage import dim_names, safe_name, statements_of
+from ..poly.stage import box_set, dim_names, safe_name, statements_of
 from ..schedule import VECTOR_WIDTHS, remainder_widths
 from ..te.memo import Recent
 from . import phase
@@ -726,13 +726,13 @@ def _naive_stage(op, stmts, kname, used_stmt, shape, grid_dims):
 def _scatter_stage(op, st, form, blocks, base, grid_dims):
     """(isl statements, schedule) of a one-hot sum's scatter (poly/scatter.py): a work-item per block (``blocks``:
     a size per output dimension, 1 along the picked ones) of the other output dimensions zeroes its part of the
-    output, then adds each reduction point's value at the indices that point computes, in the reduction's order
-    (the gather's additions, in its order, at every point), the block's points innermost."""
+    output (all of it: the stage's zero fills too), then adds each reduction point's value at the indices that
+    point computes, in the reduction's order (the gather's additions, in its order, at every point), the block's
+    points innermost."""
     n, picked = st.n_out, set(form.dims)
     names = dim_names(st.vars)
-    out_dom = st.domain.project_out(isl.dim_type.set, n, len(st.vars) - n)
-    zero = IslStatement(base + "_zero", op, st, 0, "zero", out_dom.set_tuple_name(base + "_zero"))
-    scat = IslStatement(base, op, st, 0, "scatter", form.domain.set_tuple_name(base), scatter=form)
+    zero = IslStatement(base + "_zero", op, st, form.index, "zero", box_set(base + "_zero", st.out_vars))
+    scat = IslStatement(base, op, st, form.index, "scatter", form.domain.set_tuple_name(base), scatter=form)
     outer = [(nm, t, x) for d, (nm, t, x) in enumerate(zip(names[:n], blocks, op.shape)) if d not in picked]
     points = [nm for nm, _, _ in outer]
     sched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(zero.domain)), [zero],
@@ -791,8 +791,9 @@ def build_tree(stages, schedule, widths=None):
                                       sched_of.nontemporal_stores(op.shape)))
             continue
         if blocks is not None:
-            ists, sched = _scatter_stage(op, stmts[0], form, blocks,
-                                         c_identifier(f"{kname}_{stmts[0].name}", used_stmt), sched_of.grid_dims)
+            st = stmts[form.index]
+            ists, sched = _scatter_stage(op, st, form, blocks, c_identifier(f"{kname}_{st.name}", used_stmt),
+                                         sched_of.grid_dims)
         else:
             ists, sched = _naive_stage(op, stmts, kname, used_stmt, shape, sched_of.grid_dims)
         for ist in ists:

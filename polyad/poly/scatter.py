@@ -31,7 +31,7 @@ from ..te import dtype as dt
 from ..te.construct import cast
 from ..te.expr import Call, Const, Var
 from ..te.visit import free_vars
-from .convert import FromIsl, NotAffine, ToIsl, pieces, rename
+from .convert import FromIsl, NotAffine, ToIsl, bounds, pieces, rename
 from .stage import Statement, dim_names, statements_of
 
 #: dtypes a scatter accumulates in memory exactly as the gather's register does: the type code computes in is
@@ -39,15 +39,22 @@ from .stage import Statement, dim_names, statements_of
 #: step it would wrap differently)
 _DTYPES = frozenset(("float32", "float64", "int64"))
 
+#: the values a compared expression may take for a scatter (index-sized: the check's arithmetic on them stays far
+#: from int64's limits)
+_INDEX_RANGE = 2**31
+
 
 @dataclass(frozen=True, eq=False)
 class Scatter:
     """How a one-hot sum scatters: ``T[o with o[d] := pick_d] += value`` over ``domain``.
 
-    :param steps: the condition's conjuncts that read data, in its order: ``(a, E)`` binds the variable ``a`` (an
+    :param index: the position of the sum among the stage's statements (the others store +0).
+    :param steps: the condition's conjuncts, in its order: ``(a, E)`` binds the variable ``a`` (an
         int64 ``Var``) to the value ``E`` a comparison ``E == L(o, r)`` reads (``I[k]``), ``(None, c)`` is another
         conjunct.  Code runs them in this order, testing each conjunct: each reads only where the gather's
         condition read it.
+    :param ranges: ``((a, lo, hi), ...)``: the values each comparison's affine side takes; code tests each ``a``
+        there as it binds it (no arithmetic on an ``a`` outside them: they are index-sized).
     :param check: where the values bound select an output point (an int64 condition over the loop variables and
         the ``a``'s: ``0 <= a <= 9999``), or None when they always do.
     :param picks: ``((d, pick_d), ...)``: each picked output dimension, solved from the ``a``'s (``v = a``; a max
@@ -57,7 +64,9 @@ class Scatter:
     :param names: the isl names of those variables, in order.
     """
 
+    index: int
     steps: tuple
+    ranges: tuple
     check: object
     picks: tuple
     value: object
@@ -149,9 +158,13 @@ def _scatter_form(op):
     if op.num_outputs != 1 or op.output_dtype(0) not in _DTYPES:
         return None
     stmts = statements_of(op)
-    if len(stmts) != 1:
+    # one sum, and maybe zero fills of the points it has no reduction points for (lift_where's "Z"): the
+    # scatter's zeroing writes them
+    sums = [i for i, st in enumerate(stmts) if st.combiner is not None]
+    if len(sums) != 1 or any(not (i in sums or _zero_fill(st)) for i, st in enumerate(stmts)):
         return None
-    st = stmts[0]
+    index = sums[0]
+    st = stmts[index]
     comb = st.combiner
     if comb is None or st.accumulate or comb.kind() != "sum" or len(st.vars) == st.n_out:
         return None
@@ -193,6 +206,20 @@ def _scatter_form(op):
             tested = tested if c is None else tested.intersect(c)
     if any(id(w) in pids for _, e in steps for w in free_vars(e)) or any(id(w) in pids for w in free_vars(x)):
         return None  # each must be known before the store, from the data and the other variables
+    # each a within the values its comparison's affine side takes: code tests that first, so that no arithmetic
+    # on a wraps (2*a == b with a near the int64 limits: a helper found one) and a side that does not fit an
+    # index (2**62 * v: the gather wraps it) is no scatter
+    ranges = []
+    for i, a in enumerate(avars):
+        line = space.project_out(isl.dim_type.set, 0, len(st.vars) + i).project_out(isl.dim_type.set, 1,
+                                                                                     len(avars) - i - 1)
+        if line.is_empty() or not line.is_bounded():
+            return None
+        [(lo, hi)] = bounds(line)
+        if not -_INDEX_RANGE <= lo <= hi <= _INDEX_RANGE:
+            return None
+        ranges.append((a, lo, hi))
+        tested = tested.intersect(tis.aff(a).ge_set(tis.const(lo))).intersect(tis.aff(a).le_set(tis.const(hi)))
     # the picked dimensions as a function of the others and the a's: move them to the map's range, in order
     m = isl.Map.from_domain(space)
     for d in reversed(picked):
@@ -215,7 +242,14 @@ def _scatter_form(op):
     picks = tuple((d, back.aff_expr(solved.get_aff(i))) for i, d in enumerate(picked))
     test = None if check.plain_is_universe() else back.cond_of_set(check)
     names = tuple(nm for i, nm in enumerate(dim_names(st.vars)) if i not in picked)
-    return Scatter(tuple(steps), test, picks, x, domain, names)
+    return Scatter(index, tuple(steps), tuple(ranges), test, picks, x, domain, names)
+
+
+def _zero_fill(st):
+    """A statement that stores +0 (an identity a scatter's zeroing writes anyway)."""
+    [v] = st.values if len(st.values) == 1 else [None]
+    return (st.combiner is None and isinstance(v, Const) and v.value == 0
+            and math.copysign(1.0, v.value) > 0)
 
 
 __all__ = ["Scatter", "scatter_form", "blocks"]

@@ -604,11 +604,13 @@ def _scatters(outs, sched):
     for op in walk_ops(outs):
         form = None if isinstance(op, PlaceholderOp) else scatter_form(op)
         if form is not None and form.blocks(sched.for_stage(op.name), len(op.shape)) is not None:
-            st = statements_of(op)[0]
+            st = statements_of(op)[form.index]
             pr = Printer(var_names=unique_names(list(st.vars) + [a for a, _ in form.steps if a is not None]))
             picks = dict(form.picks)
             at = ", ".join(pr(picks[d]) if d in picks else pr(v) for d, v in enumerate(st.out_vars))
-            given = [f"{pr(a)} = {pr(e)}" if a is not None else pr(e) for a, e in form.steps]
+            ranges = {id(a): (lo, hi) for a, lo, hi in form.ranges}
+            given = [pr(e) if a is None else f"{pr(a)} = {pr(e)} in [{', '.join(map(str, ranges[id(a)]))}]"
+                     for a, e in form.steps]
             given += [pr(form.check)] if form.check is not None else []
             lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)} where {' and '.join(given)}, "
                          "in the reduction's order (a one-hot sum: no comparison per output point)")

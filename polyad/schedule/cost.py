@@ -269,7 +269,7 @@ def _stage_info(op):
     form = scatter_form(op)
     if form is not None:
         shape = tuple(x for d, x in enumerate(op.shape) if d not in form.dims)
-        info = dataclasses.replace(info, scatter=_info_of(op.name, shape, [form.loop_statement(stmts[0])],
+        info = dataclasses.replace(info, scatter=_info_of(op.name, shape, [form.loop_statement(stmts[form.index])],
                                                           info.itemsize, box=False), scatter_dims=form.dims)
     return info
 

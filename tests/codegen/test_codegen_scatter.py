@@ -45,7 +45,8 @@ def test_take_gradient_is_a_one_hot_sum_over_the_table_rows():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
     form = scatter_form(dW.op)
     assert [(str(a), str(e)) for a, e in form.steps] == [("pa_a0", "int64(max(min(I[i0], 49), 0))")]
-    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49" and [(d, str(p)) for d, p in form.picks] == [(0, "pa_a0")]
+    assert [(str(a), lo, hi) for a, lo, hi in form.ranges] == [("pa_a0", 0, 49)]  # tested as it is bound
+    assert form.check is None and [(d, str(p)) for d, p in form.picks] == [(0, "pa_a0")]
     assert str(form.value) == "H[i0, i1]" and form.dims == (0,)
     assert form.domain.is_equal(pa.poly.stage.box_set("x", form.loop_vars(pa.poly.stage.statements_of(dW.op)[0]))
                                 .reset_tuple_id())
@@ -63,10 +64,11 @@ def test_a_strided_max_pools_gradient_solves_both_coordinates_from_the_argmax():
     form = scatter_form(dX.op)
     assert form.dims == (2, 3)
     assert [(d, str(p)) for d, p in form.picks] == [(2, "2*int64(y) + pa_a0//3 - 1"), (3, "2*int64(x) + pa_a0%3 - 1")]
-    # a <= 8 and the padding on all four sides (9 rows: the last window's row 9 is padding); no floor
-    # division's own definition (3*(a//3) <= a)
+    # 0 <= a <= 8 as a is bound; then the padding on all four sides (9 rows: the last window's row 9 is
+    # padding), and no floor division's own definition (3*(a//3) <= a)
+    assert [(str(a), lo, hi) for a, lo, hi in form.ranges] == [("pa_a0", 0, 8)]
     assert str(form.check) == (
-        "pa_a0 >= 0 and 6*int64(y) + pa_a0 >= 3 and 6*int64(y) + pa_a0 <= 29 and pa_a0 <= 8 and "
+        "6*int64(y) + pa_a0 >= 3 and 6*int64(y) + pa_a0 <= 29 and "
         "2*int64(x) + pa_a0 <= 3*(pa_a0//3) + 9 and 3*(pa_a0//3) < 2*int64(x) + pa_a0")
 
 
@@ -112,6 +114,8 @@ def test_affine_conditions_on_the_picked_dimension_join_its_check(opencl, case, 
     rng = np.random.default_rng(7)
     T, I, H = _sum(body, where)
     assert scatter_form(T.op) is not None, case
+    # built as one too: lift_where's zero fill of the rows no k reaches (v = 0) is the scatter's zeroing
+    assert "scatter" in {i.role for i in generate([T], [I, H], "naive").tree.statements.values()}, case
     feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.standard_normal((30, 6)).astype(np.float32)]
     [ref] = _oracle([T], [I, H], feeds)
     [scattered] = _run([T], [I, H], feeds, "naive")
@@ -128,14 +132,18 @@ def test_int32_sums_stay_gathers():
         assert (scatter_form(T.op) is not None) == scatters, dtype
 
 
-@pytest.mark.parametrize("kernel, stride, padding, ceil", [(3, 2, 1, False), (5, 2, 2, False), (3, 2, 0, True)])
-def test_max_pool_gradients_scatter_as_the_gather_sums(opencl, kernel, stride, padding, ceil):
+@pytest.mark.parametrize("kernel, stride, padding, ceil, size", [
+    (3, 2, 1, False, 9), (5, 2, 2, False, 9), (3, 2, 0, True, 9),
+    (3, 2, 0, False, 8),  # the last row and column are in no window: a zero fill beside the sum
+])
+def test_max_pool_gradients_scatter_as_the_gather_sums(opencl, kernel, stride, padding, ceil, size):
     rng = np.random.default_rng(kernel * 10 + stride)
-    X = pa.placeholder((2, 3, 9, 9), name="X")
+    X = pa.placeholder((2, 3, size, size), name="X")
     Y = pa.nn.pool2d(X, kernel, stride, padding, "max", ceil_mode=ceil)
     H = pa.placeholder(Y.shape, name="H")
     [dX] = pa.differentiate(Y, [X], H)
     assert scatter_form(dX.op).dims == (2, 3)
+    assert "scatter" in {i.role for i in generate([dX], [X, H], "naive").tree.statements.values()}
     x = rng.standard_normal(X.shape).astype(np.float32)
     x[0, 0, :4, :4] = 1.0  # ties: the first maximum in the window's order takes the gradient
     h = rng.standard_normal(Y.shape).astype(np.float32)
@@ -153,7 +161,7 @@ def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparis
     assert roles == ["scatter", "zero"]
     src = prog.source
     assert "==" not in src and "acc" not in src and "const long t0 = (long)max(min(I[i0_1], 49), 0);" in src
-    assert "if ((t0 >= 0L) & (t0 <= 49L))" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
+    assert "if (t0 >= 0L && t0 <= 49L)" in src and "d_W_from_take[i0 * 6 + i1] = 0.0f;" in src
     assert "d_W_from_take[i0 * 6 + i1] = d_W_from_take[i0 * 6 + i1] + H[i0_1 * 6 + i1];" in src
     # tiles of 1 along the picked dimension are blocks of the scatter, the block's points innermost
     blocked = generate([dW], [I, H], Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})).source
@@ -228,6 +236,34 @@ def test_one_dimensional_float64_table(opencl):
     np.testing.assert_allclose(_run([dW], [I, H], [i, h], "naive")[0], expect, rtol=1e-12)
 
 
+def test_a_value_is_tested_against_what_its_comparison_can_match_before_any_arithmetic(opencl):
+    """``A[k] == 2*v and B[k] == v``: isl's check says ``2*b == a``, which wraps for ``b`` near int64's limits and
+    picked v = 3 for B = INT64_MIN + 3 (a helper found it).  Each value is first kept within what its affine side
+    takes over the domain: ``0 <= a <= 18``, ``0 <= b <= 9``."""
+    A = pa.placeholder((1,), name="A", dtype="int64")
+    B = pa.placeholder((1,), name="B", dtype="int64")
+    G = pa.placeholder((1,), name="G")
+    k = pa.reduce_axis((0, 1), name="k")
+    T = pa.compute((10,), lambda v: pa.sum(pa.select(pa.logical_and(A[k] == 2 * v, B[k] == v), G[k], 0.0), axis=k),
+                   name="T")
+    assert [(lo, hi) for _, lo, hi in scatter_form(T.op).ranges] == [(0, 18), (0, 9)]
+    feeds = [np.array([6]), np.array([np.iinfo(np.int64).min + 3]), np.array([1.0], np.float32)]
+    assert not _run([T], [A, B, G], feeds, "naive")[0].any()
+    feeds[1][0] = 3
+    assert _run([T], [A, B, G], feeds, "naive")[0].tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 0]
+
+
+def test_a_comparison_whose_affine_side_is_not_index_sized_stays_a_gather():
+    """``A[k] == 2**62 * v``: the gather computes ``2**62 * v`` in int64, wrapping, and the scatter's isl constants
+    would not fit a C literal."""
+    A = pa.placeholder((4,), name="A", dtype="int64")
+    G = pa.placeholder((4,), name="G")
+    k = pa.reduce_axis((0, 4), name="k")
+    T = pa.compute((4,), lambda v: pa.sum(pa.select(A[k] == pa.const(2**62, "int64") * pa.cast(v, "int64"), G[k], 0.0),
+                                          axis=k), name="T")
+    assert scatter_form(T.op) is None
+
+
 def test_an_affine_conjunct_still_guards_the_read_after_it(opencl):
     """``k < 30 and I[k] == v`` over k < 40 with I of 30: the read of I[k] stays under its guard (the check alone,
     after it, would have read past the buffer)."""
@@ -239,7 +275,7 @@ def test_an_affine_conjunct_still_guards_the_read_after_it(opencl):
                    name="T")
     form = scatter_form(T.op)
     assert [(str(a), str(e)) for a, e in form.steps] == [("None", "k < 30"), ("pa_a0", "int64(I[k])")]
-    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49"  # k <= 29: tested already
+    assert form.check is None  # k <= 29: tested already; 0 <= a <= 49 as a is bound
     src = generate([T], [I, H], "naive").source
     assert src.index("if (k < 30)") < src.index("(long)I[k]")
     feeds = [rng.integers(0, 50, 30).astype(np.int32), rng.standard_normal((40, 6)).astype(np.float32)]
@@ -256,7 +292,7 @@ def test_a_flattened_table_picks_both_dimensions(opencl):
     form = scatter_form(dW.op)
     assert form.dims == (0, 1) and form.domain.dim(isl.dim_type.set) == 1
     prog = generate([dW], [I, H], "naive")
-    assert "==" not in prog.source and prog.source.count("if (") == 1  # one test: both indices inside
+    assert "==" not in prog.source and prog.source.count("if (") == 2  # each index inside its range
     i, h = rng.integers(-5, 150, 30).astype(np.int32), rng.standard_normal(30).astype(np.float32)
     i[:4] = 33
     expect = np.zeros(140)
@@ -275,7 +311,7 @@ def test_conjuncts_before_the_comparison_guard_the_index_and_those_after_it_the_
     form = scatter_form(T.op)
     assert [(str(a), str(e)) for a, e in form.steps] == [
         ("None", "J[k] > 0"), ("pa_a0", "int64(I[k])"), ("None", "c < 4")]
-    assert str(form.check) == "pa_a0 >= 0 and pa_a0 <= 49"
+    assert form.check is None and [(lo, hi) for _, lo, hi in form.ranges] == [(0, 49)]
     feeds = [rng.integers(-3, 53, 30).astype(np.int32), rng.integers(-1, 2, 30).astype(np.int32),
              rng.standard_normal((30, 6)).astype(np.float32)]
     [ref] = _oracle([T], [I, J, H], feeds)
@@ -312,7 +348,7 @@ def test_the_model_prices_the_scatter_and_auto_builds_it_with_its_producers_inli
 def test_show_says_where_a_stage_scatters():
     dW, _, _ = _take_grad(V=50, C=6, index_shape=(40,))
     assert ("scatter d_W_from_take: d_W_from_take[pa_a0, i1] += H[i0_1, i1] where pa_a0 = int64(max(min(I[i0_1], 49), "
-            "0)) and pa_a0 >= 0 and pa_a0 <= 49, in the reduction's order") in pa.show(dW, schedule="naive")
+            "0)) in [0, 49], in the reduction's order") in pa.show(dW, schedule="naive")
     blocked = Schedule("b", stages={dW.op.name: StageSchedule(tile=(1, 3))})
     assert "scatter d_W_from_take:" in pa.show(dW, schedule=blocked)
     tiled = Schedule("t", stages={dW.op.name: StageSchedule(tile=(2, 6))})
