@@ -1158,8 +1158,12 @@ class KernelWriter:
         tested against the values its comparison can match), tests that the values pick an output point, and adds
         the value there: each reads only where the gather's condition read it."""
         ctx, st, op = self.ctx, ist.stmt, self.spec.stage
-        vnames = self.var_names[id(st)]
+        vnames = dict(self.var_names[id(st)])
         vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
+        used = set(vnames.values()) | set(self.tensor_names.values()) | set(self.lk.grid_params)
+        for v in vars_:  # positions that replaced reduction variables (poly/scatter.py's _over_positions)
+            if id(v) not in vnames:
+                vnames[id(v)] = c_identifier(v.name, used)
         lines = [c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a) for v, a in zip(vars_, args)]
         [t] = self.outputs
         ref = f"{self.tensor_names[id(t)]}[{flat_index(ctx, [vnames[id(v)] for v in st.out_vars], op.shape)}]"

@@ -735,9 +735,12 @@ def _scatter_stage(op, st, form, blocks, base, grid_dims):
     scat = IslStatement(base, op, st, form.index, "scatter", form.domain.set_tuple_name(base), scatter=form)
     outer = [(nm, t, x) for d, (nm, t, x) in enumerate(zip(names[:n], blocks, op.shape)) if d not in picked]
     points = [nm for nm, _, _ in outer]
+    # the reduction points in the gather's order: a position that replaced a reduction variable runs down where
+    # that variable ran up (poly/scatter.py's order)
+    red = [nm if o == 1 else f"-{nm}" for nm, o in zip(form.names[len(points):], form.order)]
     sched = _insert_band(isl.Schedule.from_domain(isl.UnionSet(zero.domain)), [zero],
                          lambda x: [nm for d, nm in enumerate(names[:n]) if d in picked] + points).sequence(
-        _insert_band(isl.Schedule.from_domain(isl.UnionSet(scat.domain)), [scat], lambda x: names[n:] + points))
+        _insert_band(isl.Schedule.from_domain(isl.UnionSet(scat.domain)), [scat], lambda x: red + points))
     if outer:
         grid = [nm if t == 1 else f"floor(({nm})/{t})" for nm, t, _ in outer]
         shape = [-(-x // t) for _, t, x in outer]

@@ -29,8 +29,8 @@ import islpy as isl
 
 from ..te import dtype as dt
 from ..te.construct import cast
-from ..te.expr import Call, Const, Var
-from ..te.visit import free_vars
+from ..te.expr import Call, Const, IterVar, Load, Var
+from ..te.visit import free_vars, post_order, substitute, transform
 from .convert import FromIsl, NotAffine, ToIsl, bounds, pieces, rename
 from .stage import Statement, dim_names, statements_of
 
@@ -60,8 +60,12 @@ class Scatter:
     :param picks: ``((d, pick_d), ...)``: each picked output dimension, solved from the ``a``'s (``v = a``; a max
         pool's ``2*y - 1 + a // 3``) over the loop variables, in dimension order.
     :param value: the select's value, added at the picked point.
-    :param domain: the isl set over the statement's variables but the picked dimensions (named as the statement's).
-    :param names: the isl names of those variables, in order.
+    :param domain: the isl set over the loop variables.
+    :param names: the isl names of the loop variables, in order.
+    :param loop: the loop variables: the output variables not picked, then the reduction variables, the
+        statement's or the positions that replaced them (:func:`_over_positions`).
+    :param order: per reduction variable of ``loop``, 1 where its loop runs up, -1 down: the gather's order of the
+        reduction points, as the statement's variables ran.
     """
 
     index: int
@@ -72,6 +76,8 @@ class Scatter:
     value: object
     domain: object
     names: tuple
+    loop: tuple
+    order: tuple
 
     @property
     def dims(self):
@@ -79,8 +85,8 @@ class Scatter:
         return tuple(d for d, _ in self.picks)
 
     def loop_vars(self, stmt):
-        """The statement's variables the scatter loops over: all but the picked output dimensions."""
-        return tuple(v for i, v in enumerate(stmt.vars) if i not in self.dims)
+        """The variables the scatter loops over (``loop``)."""
+        return self.loop
 
     def blocks(self, ss, n_out):
         """:func:`blocks` of this scatter's picked dimensions."""
@@ -173,22 +179,35 @@ def _scatter_form(op):
     [value] = st.values
     if not (isinstance(value, Call) and value.op == "select" and value.dtype == op.output_dtype(0)):
         return None
-    cond, x, zero = value.args
-    if not (isinstance(zero, Const) and zero.value == 0):
+    if not (isinstance(value.args[2], Const) and value.args[2].value == 0):
         return None
+    n = st.n_out
+    form = _form(index, st, tuple(st.vars), st.domain.reset_tuple_id(), value, (1,) * (len(st.vars) - n))
+    if form is None:  # over the positions the compared data is read at (a stride-1 max pool's gradient)
+        moved = _over_positions(st, value)
+        form = None if moved is None else _form(index, st, *moved)
+    return form
+
+
+def _form(index, st, vars_, domain, value, order):
+    """The Scatter of the sum ``st`` written over ``vars_`` (its output variables first), ``domain`` and ``value``
+    (the same sum, maybe over other reduction variables: ``order`` says which way each must run), or None."""
+    n = st.n_out
+    out_vars = vars_[:n]
+    cond, x, _ = value.args
     parts = _conjuncts(cond)
-    outs = {id(v) for v in st.out_vars}
-    tis = ToIsl(st.vars)
+    outs = {id(v) for v in out_vars}
+    tis = ToIsl(vars_)
     found = [_comparison(part, tis, outs) for part in parts]
     if not any(found):
         return None
     read = {id(w) for f in found if f is not None for w in free_vars(f[1])}
-    picked = [d for d, v in enumerate(st.out_vars) if id(v) in read]
-    pids = {id(st.out_vars[d]) for d in picked}
+    picked = [d for d, v in enumerate(out_vars) if id(v) in read]
+    pids = {id(out_vars[d]) for d in picked}
     avars = tuple(Var(f"pa_a{i}", "int64") for i in range(sum(1 for f in found if f)))
-    every = tuple(st.vars) + avars
+    every = vars_ + avars
     tis = ToIsl(every)
-    space = rename(st.domain.reset_tuple_id().add_dims(isl.dim_type.set, len(avars)), every)
+    space = rename(domain.add_dims(isl.dim_type.set, len(avars)), every)
     steps, it, tested = [], iter(avars), tis.univ
     for part, f in zip(parts, found):
         if f is not None:
@@ -211,7 +230,7 @@ def _scatter_form(op):
     # index (2**62 * v: the gather wraps it) is no scatter
     ranges = []
     for i, a in enumerate(avars):
-        line = space.project_out(isl.dim_type.set, 0, len(st.vars) + i).project_out(isl.dim_type.set, 1,
+        line = space.project_out(isl.dim_type.set, 0, len(vars_) + i).project_out(isl.dim_type.set, 1,
                                                                                      len(avars) - i - 1)
         if line.is_empty() or not line.is_bounded():
             return None
@@ -230,8 +249,7 @@ def _scatter_form(op):
     if pw.n_piece() != 1:
         return None
     [(_, solved)] = pieces(pw)
-    loop = tuple(v for d, v in enumerate(st.vars) if d not in picked)
-    domain = st.domain.reset_tuple_id()
+    loop = tuple(v for d, v in enumerate(vars_) if d not in picked)
     for d in reversed(picked):
         domain = domain.project_out(isl.dim_type.set, d, 1)
         tested = tested.project_out(isl.dim_type.set, d, 1)
@@ -241,8 +259,80 @@ def _scatter_form(op):
     back = FromIsl(loop + avars, context=check.intersect(known))
     picks = tuple((d, back.aff_expr(solved.get_aff(i))) for i, d in enumerate(picked))
     test = None if check.plain_is_universe() else back.cond_of_set(check)
-    names = tuple(nm for i, nm in enumerate(dim_names(st.vars)) if i not in picked)
-    return Scatter(index, tuple(steps), tuple(ranges), test, picks, x, domain, names)
+    names = tuple(nm for i, nm in enumerate(dim_names(vars_)) if i not in picked)
+    return Scatter(index, tuple(steps), tuple(ranges), test, picks, x, domain, names, loop, order)
+
+
+def _over_positions(st, value):
+    """``(vars, domain, value, order)``: the sum ``st`` over the positions its compared data is read at, or None.
+
+    Each reduction variable ``r`` that a compared value's read index takes with output variables, ``idx = ±r +
+    rest``, is replaced by that position ``p = idx`` (``r = ±(p - rest)``, the domain's preimage), where ``r`` had
+    coefficient -1 its loop runs down (the gather's order).  A stride-1 max pool's gradient compares
+    ``A[n, c, i - rh, j - rw] == 2*rh + rw``: over ``y = i - rh`` and ``x = j - rw`` it compares ``A[n, c, y, x]
+    == 2*i - 2*y + j - x``, which picks ``i`` and ``j``.
+    """
+    n = st.n_out
+    vars_, dom, order, done = tuple(st.vars), st.domain.reset_tuple_id(), [1] * (len(st.vars) - n), set()
+    while (found := _position(value, vars_, n, done)) is not None:
+        k, sign, aff = found
+        rest = aff.set_coefficient_val(isl.dim_type.in_, k, 0)
+        p_aff = isl.Aff.var_on_domain(isl.LocalSpace.from_space(rest.get_domain_space()), isl.dim_type.set, k)
+        r_aff = p_aff.sub(rest) if sign == 1 else p_aff.sub(rest).neg()
+        dom = dom.preimage_multi_aff(
+            isl.MultiAff.identity(isl.Space.map_from_set(rest.get_domain_space())).set_aff(k, r_aff)).coalesce()
+        [(lo, hi)] = bounds(dom.project_out(isl.dim_type.set, k + 1, len(vars_) - k - 1)
+                            .project_out(isl.dim_type.set, 0, k))
+        p = IterVar(vars_[k].name + "_at", vars_[k].dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
+        moved = vars_[:k] + (p,) + vars_[k + 1:]
+        value = _affine_indices(substitute(value, {vars_[k]: FromIsl(moved, dom).aff_expr(r_aff)}), moved)
+        vars_, order[k - n] = moved, order[k - n] * sign
+        done.add(k)
+    return None if not done else (vars_, dom, value, tuple(order))
+
+
+def _position(value, vars_, n, done):
+    """``(k, sign, aff)`` for a reduction variable ``vars_[k]`` (not in ``done``) that an index of a read in a
+    compared value takes alone among the reduction variables, with coefficient ``sign`` (±1), beside an output
+    variable (``aff``: that index, an isl Aff over ``vars_``); else None."""
+    tis = ToIsl(vars_)
+    for part in _conjuncts(value.args[0]):
+        if not (isinstance(part, Call) and part.op == "eq"):
+            continue
+        for side in part.args:
+            if _affine(tis, side) is not None:
+                continue
+            for ld in (nd for nd in post_order(side) if isinstance(nd, Load)):
+                for ix in ld.indices:
+                    pw = _affine(tis, ix)
+                    pcs = pieces(pw) if pw is not None else ()
+                    if len(pcs) != 1 or pcs[0][1].dim(isl.dim_type.div):
+                        continue
+                    aff = pcs[0][1]
+                    coef = [aff.get_coefficient_val(isl.dim_type.in_, d) for d in range(len(vars_))]
+                    red = [d for d in range(n, len(vars_)) if not coef[d].is_zero()]
+                    if (len(red) == 1 and red[0] not in done and (coef[red[0]].is_one() or coef[red[0]].is_negone())
+                            and any(not coef[d].is_zero() for d in range(n))):
+                        return red[0], 1 if coef[red[0]].is_one() else -1, aff
+    return None
+
+
+def _affine_indices(e, vars_):
+    """``e`` with each affine read index written afresh by isl (``i - (i - y)`` is ``y``)."""
+    tis, back = ToIsl(vars_), FromIsl(vars_)
+
+    def fn(node, rebuilt):
+        if not isinstance(rebuilt, Load):
+            return None
+        idx = []
+        for ix in rebuilt.indices:
+            pw = _affine(tis, ix)
+            pcs = pieces(pw) if pw is not None else ()
+            idx.append(back.aff_expr(pcs[0][1]) if len(pcs) == 1 else ix)
+        return Load(rebuilt.tensor, tuple(cast(i, j.dtype) if i.dtype != j.dtype else i
+                                          for i, j in zip(idx, rebuilt.indices)))
+
+    return transform(e, fn)
 
 
 def _zero_fill(st):

@@ -135,6 +135,7 @@ def test_int32_sums_stay_gathers():
 @pytest.mark.parametrize("kernel, stride, padding, ceil, size", [
     (3, 2, 1, False, 9), (5, 2, 2, False, 9), (3, 2, 0, True, 9),
     (3, 2, 0, False, 8),  # the last row and column are in no window: a zero fill beside the sum
+    (3, 1, 1, False, 9), (2, 1, 0, False, 8),  # over the window positions, run down (_over_positions)
 ])
 def test_max_pool_gradients_scatter_as_the_gather_sums(opencl, kernel, stride, padding, ceil, size):
     rng = np.random.default_rng(kernel * 10 + stride)
@@ -152,6 +153,23 @@ def test_max_pool_gradients_scatter_as_the_gather_sums(opencl, kernel, stride, p
     np.testing.assert_allclose(scattered, ref, rtol=1e-6, atol=1e-7)
     [gathered] = _run([dX], [X, H], [x, h], Schedule("t", stages={dX.op.name: StageSchedule(tile=(1, 1, 3, 3))}))
     assert np.array_equal(scattered, gathered)
+
+
+def test_a_stride_one_pool_scatters_over_the_window_positions_in_the_gathers_order():
+    """The simplifier writes a stride-1 pool's gradient over the window offsets, ``A[n, c, i - rh, j - rw] == 2*rh +
+    rw``, whose compared value reads the output coordinates.  Over the positions ``rh_at = i - rh`` and ``rw_at = j -
+    rw`` it reads ``A[n, c, rh_at, rw_at]`` and picks ``i`` and ``j``; ``rh`` ran up, so ``rh_at`` runs down: at every
+    point the windows add in the gather's order."""
+    X = pa.placeholder((2, 3, 8, 8), name="X")
+    Y = pa.nn.pool2d(X, 2, 1, 0, "max")
+    H = pa.placeholder(Y.shape, name="H")
+    [dX] = pa.differentiate(Y, [X], H)
+    form = scatter_form(dX.op)
+    assert [str(v) for v in form.loop] == ["i0", "i1", "rh_at", "rw_at"] and form.order == (-1, -1)
+    assert [str(e) for a, e in form.steps] == ["int64(pool2d_argmax.v0[i0, i1, rh_at, rw_at])"]
+    assert [(d, str(p)) for d, p in form.picks] == [(2, "int64(rh_at) + pa_a0//2"), (3, "int64(rw_at) + pa_a0%2")]
+    src = generate([dX], [X, H], "naive").source
+    assert "for (int c0 = -6; c0 <= 0; c0 += 1)" in src and "int const rh_at = -c0;" in src
 
 
 def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparison_per_output_point():
