@@ -1159,7 +1159,7 @@ class KernelWriter:
         the value there: each reads only where the gather's condition read it."""
         ctx, st, op = self.ctx, ist.stmt, self.spec.stage
         vnames = dict(self.var_names[id(st)])
-        vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop_vars(st)
+        vars_ = st.out_vars if ist.role == "zero" else ist.scatter.loop
         used = set(vnames.values()) | set(self.tensor_names.values()) | set(self.lk.grid_params)
         for v in vars_:  # positions that replaced reduction variables (poly/scatter.py's _over_positions)
             if id(v) not in vnames:

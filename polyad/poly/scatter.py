@@ -84,10 +84,6 @@ class Scatter:
         """The picked output dimensions, in order."""
         return tuple(d for d, _ in self.picks)
 
-    def loop_vars(self, stmt):
-        """The variables the scatter loops over (``loop``)."""
-        return self.loop
-
     def blocks(self, ss, n_out):
         """:func:`blocks` of this scatter's picked dimensions."""
         return blocks(self.dims, ss, n_out)
@@ -95,7 +91,7 @@ class Scatter:
     def loop_statement(self, stmt):
         """The scatter's loop nest as a statement: per point of the other output dimensions, a sum of ``value``
         over the reduction points (what it costs, less the zeroing)."""
-        return Statement(stmt.name, self.loop_vars(stmt), stmt.n_out - len(self.dims),
+        return Statement(stmt.name, self.loop, stmt.n_out - len(self.dims),
                          self.domain.set_tuple_name(stmt.name), (self.value,), stmt.combiner)
 
 
@@ -172,7 +168,7 @@ def _scatter_form(op):
     index = sums[0]
     st = stmts[index]
     comb = st.combiner
-    if comb is None or st.accumulate or comb.kind() != "sum" or len(st.vars) == st.n_out:
+    if st.accumulate or comb.kind() != "sum" or len(st.vars) == st.n_out:
         return None
     if math.copysign(1.0, comb.identity[0].value) < 0:  # from -0.0, the gather's first added +0.0 makes +0.0
         return None

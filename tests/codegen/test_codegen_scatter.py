@@ -48,8 +48,7 @@ def test_take_gradient_is_a_one_hot_sum_over_the_table_rows():
     assert [(str(a), lo, hi) for a, lo, hi in form.ranges] == [("pa_a0", 0, 49)]  # tested as it is bound
     assert form.check is None and [(d, str(p)) for d, p in form.picks] == [(0, "pa_a0")]
     assert str(form.value) == "H[i0, i1]" and form.dims == (0,)
-    assert form.domain.is_equal(pa.poly.stage.box_set("x", form.loop_vars(pa.poly.stage.statements_of(dW.op)[0]))
-                                .reset_tuple_id())
+    assert form.domain.is_equal(pa.poly.stage.box_set("x", form.loop).reset_tuple_id())
     assert scatter_form(_take_grad(axis=1)[0].op).dims == (1,)
     # int64 indices compare with the cast variable: I[k] == int64(v)
     assert scatter_form(_take_grad(V=50, C=1, index_dtype="int64")[0].op) is not None
