@@ -204,8 +204,13 @@ def _form(index, st, vars_, domain, value, order):
     every = vars_ + avars
     tis = ToIsl(every)
     space = rename(domain.add_dims(isl.dim_type.set, len(avars)), every)
-    steps, it, tested = [], iter(avars), tis.univ
+    steps, it, tested, deferred = [], iter(avars), tis.univ, False
+    region = space  # the domain: where the steps' reads were in their buffers, less the conjuncts that guard them
     for part, f in zip(parts, found):
+        # a read after a conjunct only the check can test (it reads a picked variable: i >= r over the positions
+        # i - r_at, which guarded A[i - r]) must be in its buffer without it
+        if deferred and not _reads_inside(f[0] if f is not None else part, tis, region.intersect(tested)):
+            return None
         if f is not None:
             a, (e, lin) = next(it), f
             space = space.intersect(tis.aff(a).eq_set(tis.aff(lin)))
@@ -219,6 +224,8 @@ def _form(index, st, vars_, domain, value, order):
         if c is None or not any(id(w) in pids for w in free_vars(part)):
             steps.append((None, part))
             tested = tested if c is None else tested.intersect(c)
+        else:
+            deferred = True
     if any(id(w) in pids for _, e in steps for w in free_vars(e)) or any(id(w) in pids for w in free_vars(x)):
         return None  # each must be known before the store, from the data and the other variables
     # each a within the values its comparison's affine side takes: code tests that first, so that no arithmetic
@@ -256,7 +263,21 @@ def _form(index, st, vars_, domain, value, order):
     picks = tuple((d, back.aff_expr(solved.get_aff(i))) for i, d in enumerate(picked))
     test = None if check.plain_is_universe() else back.cond_of_set(check)
     names = tuple(nm for i, nm in enumerate(dim_names(vars_)) if i not in picked)
+    for d, nm in enumerate(names):  # the positions' names too (a preimage keeps the replaced variables')
+        domain = domain.set_dim_name(isl.dim_type.set, d, nm)
     return Scatter(index, tuple(steps), tuple(ranges), test, picks, x, domain, names, loop, order)
+
+
+def _reads_inside(e, tis, region):
+    """Whether every read of ``e`` is inside its tensor wherever ``region`` holds (isl; a read whose index is not
+    affine: no)."""
+    for ld in (nd for nd in post_order(e) if isinstance(nd, Load)):
+        try:
+            if not region.is_subset(tis.inside(ld)):
+                return False
+        except NotAffine:
+            return False
+    return True
 
 
 def _over_positions(st, value):

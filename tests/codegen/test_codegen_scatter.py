@@ -171,6 +171,22 @@ def test_a_stride_one_pool_scatters_over_the_window_positions_in_the_gathers_ord
     assert "for (int c0 = -6; c0 <= 0; c0 += 1)" in src and "int const rh_at = -c0;" in src
 
 
+def test_a_guard_that_only_the_check_can_test_keeps_the_gather_unless_the_read_is_inside_without_it():
+    """``i >= r and A[i - r] == r``: over the positions ``r_at = i - r`` the guard reads the picked ``i``, so only
+    the check after the read could test it, and ``A[r_at]`` would be read for r_at in [-3, 8] (a helper found it).
+    Without the guard the read is inside its tensor over the domain, and the stage scatters."""
+    A = pa.placeholder((9,), name="A", dtype="int32")
+    G = pa.placeholder((64,), name="G")
+    r = pa.reduce_axis((0, 4), name="r")
+    T = pa.compute((9,), lambda i: pa.sum(pa.select(pa.logical_and(i >= r, A[i - r] == r), G[i - r], 0.0), axis=r),
+                   name="T")
+    assert scatter_form(T.op) is None
+    r = pa.reduce_axis((0, 4), name="r")
+    U = pa.compute((9,), lambda i: pa.sum(G[i - r + 3], axis=r, where=A[i - r + 3] == r), name="U")
+    form = scatter_form(U.op)
+    assert form is not None and [str(v) for v in form.loop] == ["r_at"] and form.order == (-1,)
+
+
 def test_naive_program_zeroes_then_adds_at_the_computed_index_without_a_comparison_per_output_point():
     dW, I, H = _take_grad(V=50, C=6, index_shape=(40,))
     prog = generate([dW], [I, H], "naive")
