@@ -12,6 +12,7 @@ uses tiny shapes (the tests run it so).
 
 import argparse
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -171,10 +172,8 @@ def main(argv=None):
     try:
         import torch
     except ImportError:
-        raise PolyadError("bench_ops compares with PyTorch, which is not installed (see README.md for the "
-                          "CPU build's install command)") from None
-    import os
-
+        raise PolyadError("bench_ops compares with PyTorch, which is not installed here: `python -m pip install "
+                          "torch` (a CPU build is enough)") from None
     torch.set_num_threads(a.threads or os.cpu_count() or 1)
     rows = [run_op(OPS[name], torch, quick=a.quick, rounds=a.rounds, reps=a.repeat) for name in a.ops]
     text = table(rows)

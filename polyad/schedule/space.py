@@ -820,7 +820,7 @@ def _cap_inlined(ops, chosen, notes):
 
 def _evaluations(info):
     """How often a materialised stage evaluates what is inlined into it: once per statement instance, or once
-    per point of its scatter's loop (a one-hot sum: auto builds its naive loops, poly/scatter.py)."""
+    per point of its scatter's loop (a one-hot sum: auto builds its scatter, poly/scatter.py)."""
     return (info.scatter or info).iterations
 
 
