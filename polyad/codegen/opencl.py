@@ -1193,8 +1193,7 @@ class KernelWriter:
             c.Initializer(c.Const(c.Value(ctx.ctype(st.out_vars[d].dtype), vnames[id(st.out_vars[d])])), _strip(p))
             for (d, _), p in zip(form.picks, picks)] + body
         if form.check is not None:
-            steps.append(printer.emit([form.check]))
-            decls, [check] = steps.pop()
+            decls, [check] = printer.emit([form.check])
             body = [c.Statement(d) for d in decls] + [c.If(_strip(check), c.Block(body))]
         for decls, cond in reversed(steps):
             body = [c.Statement(d) for d in decls] + [c.If(cond, c.Block(body))]
