@@ -140,8 +140,10 @@ def _show(args):
         print(pa.estimate(outs))
         print()
     sched = resolve_schedule(outs, args.schedule)  # "auto": the default device's calibrated model
-    if args.schedule == "auto":  # the auto-scheduler's decisions and why
-        print(sched.describe())
+    # the auto-scheduler's decisions and why, and under any schedule the stages built as scatters
+    decisions = pa.show(outs, schedule=sched).split("\n\n")[0]
+    if args.schedule == "auto" or "\n  scatter " in decisions:
+        print(decisions)
         print()
     prog = generate(outs, ins, sched)
     if args.tree:

@@ -118,3 +118,16 @@ def test_a_demo_too_large_for_the_machine_says_so_without_a_traceback(capsys):
     err = capsys.readouterr().err
     assert "the demo's arrays do not fit this machine's memory (W alone is 400000 x 400000)" in err
     assert "Traceback" not in err
+
+
+def test_show_says_which_stages_scatter(tmp_path, capsys, opencl):
+    (tmp_path / "emb.py").write_text(
+        "import polyad as pa\n"
+        "def embedding():\n"
+        "    W = pa.placeholder((100, 8), name='W')\n"
+        "    I = pa.placeholder((16,), name='I', dtype='int32')\n"
+        "    return pa.ops.take(W, I, axis=0), [W]\n")
+    assert main(["show", f"{tmp_path / 'emb.py'}:embedding", "--schedule", "naive"]) == 0
+    out = capsys.readouterr().out
+    assert "  scatter d_W_from_take: d_W_from_take[pa_a0, i1] += H[i0_1, i1] where pa_a0 = " in out
+    assert "d_W_from_take[i0 * 8 + i1] = 0.0f;" in out
