@@ -43,6 +43,7 @@ from ..te.semantics import pow_chain
 from ..te.visit import post_order
 from ..poly.stage import dim_names
 from . import vectorize as vz
+from . import erf
 from .tree import POINTS_MARK, c_identifier
 
 # The bracket nesting above which a subexpression is bound to a temporary.  Clang (PoCL's
@@ -71,6 +72,8 @@ def _helper_source(name):
     kind, _, suffix = name[3:].rpartition("_")
     suffix, _, width = suffix.partition("x")
     t = {"i32": "int", "i64": "long", "f32": "float", "f64": "double"}[suffix]
+    if kind == "erf":  # float32's, a polynomial: codegen/erf.py
+        return erf.helper_source(name, width)
     if width:  # a vector helper: NaN-propagating min/max lane-wise (OpenCL's fmax drops NaN)
         v, cmp = f"{t}{width}", {"fmax": ">", "fmin": "<"}[kind]
         return f"static inline {v} {name}({v} a, {v} b) {{ return select(b, a, (a {cmp} b) | isnan(a)); }}"
@@ -384,6 +387,8 @@ class ExprPrinter:
             if dt.is_float(e.dtype):
                 return f"pow({_strip(a[0])}, {_strip(a[1])})"
             return f"{ctx.helper('ipow', ct)}({_strip(a[0])}, {_strip(a[1])})"
+        if op == "erf" and ct == "float":
+            return f"{ctx.helper('erf', ct)}({_strip(a[0])})"
         if op in _MATH:
             return f"{_MATH[op]}({_strip(a[0])})"
         if op == "sigmoid":
@@ -655,6 +660,8 @@ class VectorPrinter(ExprPrinter):
                 ct = self.ctx.ctype(nd.dtype)
                 fn = self.ctx.helper("f" + nd.op, ct, self.width) if dt.is_float(nd.dtype) else nd.op
                 return f"{fn}({', '.join(self._widened(ch) for ch in nd.args)})"
+            if nd.op == "erf" and self.ctx.ctype(nd.dtype) == "float":
+                return f"{self.ctx.helper('erf', 'float', self.width)}({self._widened(nd.args[0])})"
             return self._node(nd, [text[id(ch)] for ch in nd.children()])
         lanes = ", ".join(_strip(self._lane(f.expr, k)) for k in range(self.width))
         return f"(({self.vtype(f.expr.dtype)})({lanes}))"
