@@ -371,12 +371,8 @@ def stage_cost(info, ss, dm, terms=None):
     :returns: seconds, a float.
     """
     tile = scatter_blocks(info.scatter_dims, ss, len(info.shape)) if info.scatter is not None else None
-    if tile is not None:  # codegen/tree.py's _scatter_stage: zero, then the loop over blocks of the other dims
-        zero = output_bytes(info) / (dm.dram_gbs * 1e9)
-        if any(t > 1 for t in tile[:-1]):  # the block's points are not contiguous: as many strided stores
-            return SCATTER_STRIDED * (zero + _unstrided_cost(info.scatter, StageSchedule(), dm))
-        sub = StageSchedule(tile=tuple(t for d, t in enumerate(tile) if d not in info.scatter_dims) or None)
-        return zero + _unstrided_cost(info.scatter, sub, dm)
+    if tile is not None:
+        return _scatter_cost(info, tile, dm)
     if ss.phase is not None and any(x > 1 for x in ss.phase):
         p = info.phase_info(ss.phase)
         if p is not None:
@@ -502,6 +498,27 @@ def naive_cost(info, dm):
     strided stage, as :func:`stage_cost` charges them (they are no stride-cell blocks)."""
     return (STRIDED_NAIVE if info.strided else 1.0) * _naive_blocked(info, 1, dm)
 
+
+def _scatter_cost(info, tile, dm):
+    """codegen/tree.py's ``_scatter_stage``: zero the output, then each work-item's loop over the reduction points,
+    a block of the other output dimensions a point (``tile``: the block, 1 along the picked dimensions)."""
+    zero = output_bytes(info) / (dm.dram_gbs * 1e9)
+    if any(t > 1 for t in tile[:-1]):  # the block's points are not contiguous: as many strided stores
+        cost = SCATTER_STRIDED * (zero + _unstrided_cost(info.scatter, StageSchedule(), dm))
+    else:
+        sub = StageSchedule(tile=tuple(t for d, t in enumerate(tile) if d not in info.scatter_dims) or None)
+        cost = zero + _unstrided_cost(info.scatter, sub, dm)
+    if dm.kind == "gpu":
+        # a work-item's loop is a chain of read-modify-writes of memory, one a reduction point and block point:
+        # at least a round trip each (not measured on a GPU; the roofline terms priced an embedding's gradient,
+        # 64 work-items of 4096 points, at 0.04 ms on the H200)
+        chain = info.scatter.iterations / max(1, math.prod(info.scatter.shape)) * math.prod(tile)
+        cost = max(cost, chain * SCATTER_GPU_ROUND_TRIP_S)
+    return cost
+
+
+#: a dependent read-modify-write of a GPU's memory, the order of its latency (not a measurement of this project)
+SCATTER_GPU_ROUND_TRIP_S = 5e-7
 
 # measured: a scatter's blocks along an output dimension other than the last (its points strided in memory) ran
 # 1.7x its naive loops (a 3x3/2 max pool's dX, 16x32x56x56: 4x1x1x1 and 1x8x1x1 0.80-0.87 ms, naive 0.475)
