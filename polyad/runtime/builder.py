@@ -35,6 +35,8 @@ import time
 from ..errors import BuildError, InstallError, PolyadError
 
 _DRY_RUN_BYTES = 1 << 30  # larger buffers are not allocated for the trial launch
+#: the worker's stderr line before a kernel's trial launch (the kernel's name after it) and after it (nothing)
+LAUNCH_MARK = "polyad: trial launch of "
 
 
 def env_seconds(name, default):
@@ -181,6 +183,8 @@ def check_program(prg, job, device):
         kernel.set_args(*cl_args)
         if lsize is not None:  # the group the module will launch (a kernel may run fewer than scheduled)
             lsize = fit_work_group(lsize, kernel_work_group_limit(kernel, device))
+        # on stderr, for the parent: a crash from here on is this kernel's, not the compiler's (Worker.compile)
+        print(f"{LAUNCH_MARK}{name}", file=sys.stderr, flush=True)
         try:
             cl.enqueue_nd_range_kernel(state.queue, kernel, tuple(gsize), None if lsize is None else tuple(lsize))
             state.queue.finish()
@@ -189,6 +193,7 @@ def check_program(prg, job, device):
             # queue is lost, and with it, on NVIDIA's driver, the context
             raise LaunchFailure(f"kernel {name!r} failed at its trial launch on {device.name.strip()} "
                                 f"({type(e).__name__}: {e})", source=job["source"], log=str(e)) from None
+        print(f"{LAUNCH_MARK}", file=sys.stderr, flush=True)  # ended: what crashes later is not this kernel
 
 
 def _kernel_names(prg):
@@ -265,6 +270,7 @@ class LineProcess:
         self.module, self.hello = module, hello
         self.proc = None
         self.err = None
+        self.launching = None  # set by died(): the kernel a compile worker was launching when it died
 
     def _start(self):
         self.close()
@@ -328,6 +334,9 @@ class LineProcess:
         else:
             how = f"exit status {rc}"
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        marks = [ln[len(LAUNCH_MARK):] for ln in lines if ln.startswith(LAUNCH_MARK.strip())]
+        self.launching = marks[-1] if marks and marks[-1] else None  # the kernel whose trial launch it died in
+        lines = [ln for ln in lines if not ln.startswith(LAUNCH_MARK.strip())]
         msg = [ln for ln in lines if "error" in ln.lower()] or lines
         return f"({how})" + (f": {msg[-1][:400]}" if msg else "")
 
@@ -371,7 +380,8 @@ class Worker(LineProcess):
                 died = self.died(start)
                 if import_failure(died):
                     raise install_error("polyad's compile worker", import_failure(died))
-                why = f"the OpenCL compiler crashed its process {died}"
+                why = (f"the OpenCL compiler crashed its process {died}" if self.launching is None else
+                       f"kernel {self.launching!r} crashed its process at its trial launch {died}")
                 crash = CompilerCrash(why, source=job["source"], log=why)
                 crash.device_fault = not died.startswith(_FROM_OUTSIDE)
                 raise crash

@@ -124,7 +124,9 @@ def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(d
             # a GPU reports the bad access or the trap as a launch error; the worker ends all the same
             assert isinstance(info.value, builder.LaunchFailure) and "'boom' failed at its trial launch" in msg, msg
         else:
-            assert "crashed its process" in msg and f"({how})" in msg, msg
+            # where it died: in a kernel's trial launch, not in the compiler (the worker says which it launched)
+            name = "spin" if how == "SIGKILL" else "boom"
+            assert f"kernel '{name}' crashed its process at its trial launch ({how})" in msg, msg
         assert info.value.device_fault == (how != "SIGKILL")  # a kill from outside is not the compiler's fault
         assert info.value.source == job["source"]
         assert w.proc is None  # the dead worker is forgotten
@@ -363,3 +365,22 @@ def test_a_closed_worker_leaves_no_open_file(device):
     assert not [c for c in caught if issubclass(c.category, ResourceWarning)], [str(c.message) for c in caught]
     w.compile(_job(device))  # and it starts again
     w.close()
+
+
+@pytest.mark.parametrize("text, launching", [
+    (b"LLVM ERROR: Do not know how to scalarize\n", None),  # the compiler's own death
+    (f"{builder.LAUNCH_MARK}k1\n{builder.LAUNCH_MARK}\n{builder.LAUNCH_MARK}k2\n".encode(), "k2"),
+    (f"{builder.LAUNCH_MARK}k1\n{builder.LAUNCH_MARK}\nerror: after the launches\n".encode(), None),
+])
+def test_a_dead_workers_stderr_says_whether_it_died_in_a_trial_launch(text, launching):
+    import tempfile
+
+    w = builder.Worker()
+    w.err = tempfile.TemporaryFile("w+b")
+    w.err.write(b"from an earlier job\n" + text)
+    try:
+        died = w.died(len(b"from an earlier job\n"))
+    finally:
+        w.close()
+    assert w.launching == launching
+    assert builder.LAUNCH_MARK.strip() not in died  # the marks are not the reason
