@@ -363,7 +363,8 @@ def test_the_model_prices_the_scatter_and_auto_builds_it_with_its_producers_inli
     naive = stage_cost(info, StageSchedule(), ZEN5)
     assert naive * 20 < stage_cost(info, StageSchedule(tile=(4, 64), vectorize=16), ZEN5)
     chosen = auto_schedule([dW], device=ZEN5).for_stage(dW.op.name)
-    assert scatter_form(dW.op).blocks(chosen, 2) is not None
+    # rows in blocks, not a work-item a column (measured 4.4-5.5x slower: cost.SCATTER_COLUMNS)
+    assert scatter_form(dW.op).blocks(chosen, 2) is not None and chosen.tile[-1] >= 4
     # on a GPU a work-item's chain of 4096 read-modify-writes costs at least as many round trips (unmeasured
     # there): auto keeps a gather
     assert stage_cost(info, StageSchedule(), GPU) >= 4096 * cost.SCATTER_GPU_ROUND_TRIP_S
