@@ -6,20 +6,20 @@ Each op is built with ``pa.vjp`` (schedule auto): the forward saves what its bac
 runs on those residuals, as torch's autograd does.  The outputs and gradients are checked against torch's
 (float32, the same inputs and head); the times are medians over alternating rounds of polyad's forward,
 torch's forward, polyad's backward and torch's backward, each with its data already in place (polyad's on the
-device: ``Module.time`` and ``VJPBackward.time``; torch's in memory, ``torch.autograd.grad`` with the graph kept).  The table is markdown; ``--quick``
-uses tiny shapes (the tests run it so).
+device: ``Module.time`` and ``VJPBackward.time``; torch's in memory, ``torch.autograd.grad`` with the graph
+kept).  The table is markdown; ``--quick`` uses tiny shapes (the tests run it so).
 """
 
 import argparse
 import math
 import os
 import statistics
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 import polyad as pa
+from polyad.bench.runner import median_seconds, rel_error
 from polyad.errors import PolyadError
 
 
@@ -102,20 +102,6 @@ OPS = {op.name: op for op in (
 )}
 
 
-def _rel_err(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
-
-def _median_s(fn, reps):
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def run_op(op, torch, quick=False, rounds=7, reps=5, seed=0):
     """One row: forward and backward ms of polyad and torch (medians of alternating rounds), their ratios, and
     the largest relative error of polyad's output and gradients against torch's."""
@@ -136,14 +122,14 @@ def run_op(op, torch, quick=False, rounds=7, reps=5, seed=0):
     th = torch.from_numpy(head)
     tw = [t for t, g in zip(ts, grad) if g]
     tg = torch.autograd.grad(ty, tw, th, retain_graph=True)
-    err = max([_rel_err(y, ty.detach().numpy())] + [_rel_err(g, t.numpy()) for g, t in zip(grads, tg)])
+    err = rel_error([y] + list(grads), [ty.detach().numpy()] + [t.numpy() for t in tg])
 
     samples = {"pa_fwd": [], "torch_fwd": [], "pa_bwd": [], "torch_bwd": []}
     for _ in range(rounds):
         samples["pa_fwd"].append(float(np.median(fwd.module.time(*arrays, repeat=reps))))
-        samples["torch_fwd"].append(_median_s(lambda: op.torch(torch.nn.functional, *ts), reps))
+        samples["torch_fwd"].append(median_seconds(reps, lambda: op.torch(torch.nn.functional, *ts)))
         samples["pa_bwd"].append(float(np.median(bwd.time(res, head, repeat=reps))))
-        samples["torch_bwd"].append(_median_s(lambda: torch.autograd.grad(ty, tw, th, retain_graph=True), reps))
+        samples["torch_bwd"].append(median_seconds(reps, lambda: torch.autograd.grad(ty, tw, th, retain_graph=True)))
     ms = {k: statistics.median(v) * 1e3 for k, v in samples.items()}
     return {"op": op.name, "shape": " ".join(f"{k}={v}" for k, v in d.items()), **ms,
             "fwd_ratio": ms["pa_fwd"] / ms["torch_fwd"], "bwd_ratio": ms["pa_bwd"] / ms["torch_bwd"], "err": err,
@@ -152,8 +138,8 @@ def run_op(op, torch, quick=False, rounds=7, reps=5, seed=0):
 
 def table(rows):
     """The rows as a markdown table."""
-    out = ["| op | sizes | fwd ms | torch fwd ms | fwd vs torch | bwd ms | torch bwd ms | bwd vs torch | max rel err | |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| op | sizes | fwd ms | torch fwd ms | fwd vs torch | bwd ms | torch bwd ms | bwd vs torch | max rel err "
+           "| |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         out.append(f"| {r['op']} | {r['shape']} | {r['pa_fwd']:.3g} | {r['torch_fwd']:.3g} | {r['fwd_ratio']:.2f} | "
                    f"{r['pa_bwd']:.3g} | {r['torch_bwd']:.3g} | {r['bwd_ratio']:.2f} | {r['err']:.1e} | {r['note']} |")

@@ -371,14 +371,19 @@ def graph_residuals(outputs):
 WARM_BUILDS = 3
 
 
-def _median_of(n, fn):
-    """The median seconds of ``n`` calls of ``fn``, as a Cell."""
+def median_seconds(n, fn):
+    """The median seconds of ``n`` calls of ``fn``."""
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return Cell(statistics.median(times))
+    return statistics.median(times)
+
+
+def _median_of(n, fn):
+    """:func:`median_seconds` as a Cell."""
+    return Cell(median_seconds(n, fn))
 
 
 class PolyadColumns:
