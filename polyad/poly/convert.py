@@ -20,7 +20,7 @@ import islpy as isl
 
 from ..te import dtype as dt
 from ..te.construct import binary
-from ..te.expr import Call, Const, Var
+from ..te.expr import Call, Const, IterVar, Var
 from .stage import box_set, dim_names
 
 _CTX = isl.DEFAULT_CONTEXT
@@ -431,6 +431,26 @@ class FromIsl:
         return binary("le", self.lin_expr(neg), self.lin_expr(pos))
 
 
+def reparametrised(dom, vars_, k, aff, scale=1, suffix="_at"):
+    """``vars_[k]`` replaced by a new variable ``p`` with ``scale * p = aff`` (``aff``: an isl Aff over ``vars_`` in
+    which ``vars_[k]`` has coefficient +-1): ``(domain, variables, expression of vars_[k] over them)``.
+
+    The domain is ``dom``'s preimage under ``vars_[k] = ±(scale * p - rest)``, ``p`` an ``IterVar`` named after
+    ``vars_[k]`` with ``suffix``, over the values it takes there (``{ [i, r] : 0 <= i - r < 8 }`` with
+    ``aff = i - r`` is ``{ [i, p] : 0 <= p < 8 }``, ``r = i - p``)."""
+    sign = 1 if aff.get_coefficient_val(_dt.in_, k).is_one() else -1
+    rest = aff.set_coefficient_val(_dt.in_, k, 0)
+    p_aff = isl.Aff.var_on_domain(isl.LocalSpace.from_space(rest.get_domain_space()), _dt.set, k)
+    r_aff = p_aff.scale_val(isl.Val(scale)).sub(rest)
+    r_aff = r_aff if sign == 1 else r_aff.neg()
+    ma = isl.MultiAff.identity(isl.Space.map_from_set(rest.get_domain_space())).set_aff(k, r_aff)
+    dom = dom.reset_tuple_id().preimage_multi_aff(ma).coalesce()
+    lo, hi = bounds(dom)[k]
+    p = IterVar(vars_[k].name + suffix, vars_[k].dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
+    moved = vars_[:k] + (p,) + vars_[k + 1:]
+    return dom, moved, FromIsl(moved, dom).aff_expr(r_aff)
+
+
 def _gcd_all(xs):
     from math import gcd
 
@@ -520,5 +540,5 @@ def _count_basic(bset):
     return result
 
 
-__all__ = ["NotAffine", "ToIsl", "FromIsl", "Lin", "box", "rename", "pieces", "bounds", "count",
+__all__ = ["NotAffine", "ToIsl", "FromIsl", "Lin", "box", "rename", "pieces", "bounds", "count", "reparametrised",
            "set_space"]

@@ -29,9 +29,10 @@ import islpy as isl
 
 from ..te import dtype as dt
 from ..te.construct import cast
-from ..te.expr import Call, Const, IterVar, Load, Var
-from ..te.visit import free_vars, post_order, substitute, transform
-from .convert import FromIsl, NotAffine, ToIsl, bounds, pieces, rename
+from ..te.expr import Call, Const, Load, Var
+from ..te.visit import free_vars, post_order, substitute
+from .convert import FromIsl, NotAffine, ToIsl, bounds, pieces, rename, reparametrised
+from .simplify import fold_conditions
 from .stage import Statement, dim_names, statements_of
 
 #: dtypes a scatter accumulates in memory exactly as the gather's register does: the type code computes in is
@@ -293,16 +294,9 @@ def _over_positions(st, value):
     vars_, dom, order, done = tuple(st.vars), st.domain.reset_tuple_id(), [1] * (len(st.vars) - n), set()
     while (found := _position(value, vars_, n, done)) is not None:
         k, sign, aff = found
-        rest = aff.set_coefficient_val(isl.dim_type.in_, k, 0)
-        p_aff = isl.Aff.var_on_domain(isl.LocalSpace.from_space(rest.get_domain_space()), isl.dim_type.set, k)
-        r_aff = p_aff.sub(rest) if sign == 1 else p_aff.sub(rest).neg()
-        dom = dom.preimage_multi_aff(
-            isl.MultiAff.identity(isl.Space.map_from_set(rest.get_domain_space())).set_aff(k, r_aff)).coalesce()
-        [(lo, hi)] = bounds(dom.project_out(isl.dim_type.set, k + 1, len(vars_) - k - 1)
-                            .project_out(isl.dim_type.set, 0, k))
-        p = IterVar(vars_[k].name + "_at", vars_[k].dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
-        moved = vars_[:k] + (p,) + vars_[k + 1:]
-        value = _affine_indices(substitute(value, {vars_[k]: FromIsl(moved, dom).aff_expr(r_aff)}), moved)
+        dom, moved, r_expr = reparametrised(dom, vars_, k, aff)
+        # the reads' indices written afresh by isl (i - (i - rh_at) is rh_at)
+        value = fold_conditions(substitute(value, {vars_[k]: r_expr}), dom, moved)
         vars_, order[k - n] = moved, order[k - n] * sign
         done.add(k)
     return None if not done else (vars_, dom, value, tuple(order))
@@ -332,24 +326,6 @@ def _position(value, vars_, n, done):
                             and any(not coef[d].is_zero() for d in range(n))):
                         return red[0], 1 if coef[red[0]].is_one() else -1, aff
     return None
-
-
-def _affine_indices(e, vars_):
-    """``e`` with each affine read index written afresh by isl (``i - (i - y)`` is ``y``)."""
-    tis, back = ToIsl(vars_), FromIsl(vars_)
-
-    def fn(node, rebuilt):
-        if not isinstance(rebuilt, Load):
-            return None
-        idx = []
-        for ix in rebuilt.indices:
-            pw = _affine(tis, ix)
-            pcs = pieces(pw) if pw is not None else ()
-            idx.append(back.aff_expr(pcs[0][1]) if len(pcs) == 1 else ix)
-        return Load(rebuilt.tensor, tuple(cast(i, j.dtype) if i.dtype != j.dtype else i
-                                          for i, j in zip(idx, rebuilt.indices)))
-
-    return transform(e, fn)
 
 
 def _zero_fill(st):

@@ -36,7 +36,7 @@ from ..te.expr import Call, Const, IterVar, Load, Reduce, Var
 from ..te.reduce import sum_reducer
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor, as_tensor_list, walk_ops
 from ..te.visit import post_order, substitute, transform
-from .convert import FromIsl, NotAffine, ToIsl, bounds, box, pieces, rename
+from .convert import FromIsl, NotAffine, ToIsl, bounds, box, pieces, rename, reparametrised
 from .stage import PolyOp, Statement
 
 _dt = isl.dim_type
@@ -136,7 +136,7 @@ def _lifted(op, body):
         red = tuple(IterVar(v.name, v.dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
                     for v, (lo, hi) in zip(vars_[n:], bounds(dom)[n:]))
         svars = out_vars + red
-        values = tuple(substitute(_fold_conditions(v, dom, vars_), dict(zip(vars_[n:], red))) for v in values)
+        values = tuple(substitute(fold_conditions(v, dom, vars_), dict(zip(vars_[n:], red))) for v in values)
         stmts.append(Statement("S0", svars, n, rename(dom, svars, "S0"), values, comb))
         reached = dom.project_out(_dt.set, n, len(red)).reset_tuple_id()
     else:
@@ -407,17 +407,7 @@ def _quotients(dom, vars_, n, value):
                 break
         else:
             continue
-        sign = 1 if c.is_one() else -1
-        rest = aff.set_coefficient_val(_dt.in_, k, 0)
-        q_aff = isl.Aff.var_on_domain(isl.LocalSpace.from_space(rest.get_domain_space()), _dt.set, k)
-        r_aff = q_aff.scale_val(isl.Val(s)).sub(rest)
-        r_aff = r_aff if sign == 1 else r_aff.neg()
-        ma = isl.MultiAff.identity(isl.Space.map_from_set(rest.get_domain_space()))
-        new_dom = dom.reset_tuple_id().preimage_multi_aff(ma.set_aff(k, r_aff)).coalesce()
-        lo, hi = bounds(new_dom)[k]
-        q = IterVar(vars_[k].name + "q", vars_[k].dtype, lo=lo, extent=hi - lo + 1, kind="reduce")
-        qvars = vars_[:k] + (q,) + vars_[k + 1:]
-        r_expr = FromIsl(qvars, new_dom).aff_expr(r_aff)
+        new_dom, qvars, r_expr = reparametrised(dom, vars_, k, aff, scale=s, suffix="q")
         return _quotients(new_dom, qvars, n, substitute(value, {vars_[k]: r_expr}))
     return dom, vars_, value
 
@@ -457,7 +447,7 @@ def _eliminate(dom, vars_, n, subst):
     return res
 
 
-def _fold_conditions(value, dom, vars_):
+def fold_conditions(value, dom, vars_):
     """Fold the affine conditions inside ``value`` that ``dom`` decides (isl gist)."""
     conv = ToIsl(vars_)
     dom = dom.reset_tuple_id()
@@ -558,7 +548,7 @@ def _build(op, out_vars, cases):
     for dom, vars_, value in _merge_cases(cases, n):
         m = len(vars_) - n
         dom, value = _rebased(dom, vars_, n, value)
-        value = _fold_conditions(value, dom, vars_)
+        value = fold_conditions(value, dom, vars_)
         if _is_zero(value):
             continue
         # fresh reduction variables with the exact bounding box of the domain
