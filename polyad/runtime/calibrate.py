@@ -18,6 +18,12 @@ machine's constants.  Measured, for the float32 vector widths the probe passed:
   within the reported cache.  (Per-work-item slices on a GPU measured neither:
   addresses 16 KiB apart per neighbour, 138 MB in all on an H200, read 1 TB/s,
   a third of its stream copy.)
+- on CPUs, ``l1_bytes``: the largest per-work-item slice (16 to 128 KiB) that ``cache_read`` re-reads
+  within 70% of its 16 KiB rate (the working set the fastest cache holds);
+- on CPUs, ``fill_gbs``: cache lines a second brought in from the next level: each work-item reads
+  rows of 16 floats, 4 bytes past a line boundary (two lines each), in a stride-37 order over its
+  256 KiB slice (short scattered rows, as a convolution's block reads its input; a sequential read
+  of the same slice is prefetched 1.5-3x faster);
 - ``launch_s``: enqueue-to-finish of an empty kernel (median);
 - on GPUs, ``local_sizes``: the work-group sizes within 10% of the fastest
   on the copy kernel.
@@ -32,7 +38,7 @@ import time
 
 import numpy as np
 
-CAL_FORMAT = "polyad-calibration-1"
+CAL_FORMAT = "polyad-calibration-2"  # 2: l1_bytes and fill_gbs
 _ACCS = (4, 8, 16, 32)
 _LANES = "0123456789abcdef"
 _ROUNDS = 8  # the fastest of 8 interleaved runs: a shared VM's slow spells last seconds
@@ -40,6 +46,9 @@ _TARGET_S = 0.01  # seconds per timed run: well above the launch overhead, short
 _GROUP_WIDTH = 4  # the GPU cache reads: float4, the widest single load on the GPUs we know
 _GROUP_SLICE = 32 << 10  # bytes a work-group re-reads
 _GROUPS_PER_UNIT = 4
+_L1_SLICES = (16 << 10, 32 << 10, 64 << 10, 128 << 10)  # per-work-item slices probed for the cache's knee
+_FILL_SLICE = 256 << 10  # beyond the L1 of the CPUs we know, within their L2
+_FILL_STRIDE = 37  # rows visited in a stride no prefetcher follows (odd: every row of the slice once a pass)
 
 
 def cache_plan(gpu, compute_units, local, cache_bytes):
@@ -124,9 +133,34 @@ __kernel void cache_read_group(__global {tg} const *restrict a, __global float *
   out[get_global_id(0)] = {"s" if g == 1 else " + ".join(f"s.s{_LANES[k]}" for k in range(g))};
 }}
 
+__kernel void fill_rows(__global float const *restrict a, __global float *restrict out, int rows, int reps)
+{{
+  size_t g = get_global_id(0);
+  __global float const *p = a + g * (size_t)rows * 16 + 1;
+  uint mask = (uint)rows - 1u, row = 0u;
+  {tw} s0 = ({tw})(0.0f), s1 = s0, s2 = s0, s3 = s0;
+  for (int r = 0; r < reps; r++) {{
+    for (int i = 0; i < rows; i += 4) {{
+      s0 += {_row_sum(w, "p + row * 16")}; row = (row + {_FILL_STRIDE}u) & mask;
+      s1 += {_row_sum(w, "p + row * 16")}; row = (row + {_FILL_STRIDE}u) & mask;
+      s2 += {_row_sum(w, "p + row * 16")}; row = (row + {_FILL_STRIDE}u) & mask;
+      s3 += {_row_sum(w, "p + row * 16")}; row = (row + {_FILL_STRIDE}u) & mask;
+    }}
+  }}
+  {tw} s = (s0 + s1) + (s2 + s3);
+  out[g] = {"s" if w == 1 else " + ".join(f"s.s{_LANES[k]}" for k in range(w))};
+}}
+
 __kernel void empty(__global float *out) {{ }}
 """)
     return "\n".join(parts), v, w, g
+
+
+def _row_sum(w, ptr):
+    """The sum of the 16 floats at ``ptr`` as ``w``-lane vectors (one row of ``fill_rows``)."""
+    if w == 1:
+        return " + ".join(f"({ptr})[{k}]" for k in range(16))
+    return " + ".join(f"vload{w}({k}, {ptr})" for k in range(16 // w))
 
 
 def _best_time(queue, fn, repeat):
@@ -152,6 +186,34 @@ def _calibrated_reps(queue, run):
             break
         reps *= 8 if t < _TARGET_S / 50 else 2
     return max(1, min(1 << 26, int(reps * _TARGET_S / max(t, 1e-6))))
+
+
+def _refill(ctx, queue, kernels, items, local, width):
+    """``(l1_bytes, fill_gbs)`` of a CPU (the module's docstring says how they are read)."""
+    import pyopencl as cl
+
+    mf = cl.mem_flags
+    out = cl.Buffer(ctx, mf.READ_WRITE, size=items * 4)
+    big = max(max(_L1_SLICES), _FILL_SLICE)
+    src = cl.Buffer(ctx, mf.READ_WRITE, size=items * big + 64)
+    cl.enqueue_fill_buffer(queue, src, np.float32(1.0), 0, items * big + 64)
+    rate = {}
+    for size in _L1_SLICES:
+        def run(reps, size=size):
+            kernels["cache_read"](queue, (items,), (local,), src, out, np.int32(size // (4 * width)), np.int32(reps))
+
+        reps = _calibrated_reps(queue, run)
+        rate[size] = items * size * reps / _best_time(queue, lambda: run(reps), _ROUNDS)
+    first = rate[_L1_SLICES[0]]
+    l1 = max(size for size in _L1_SLICES if rate[size] >= 0.7 * first)
+    rows = _FILL_SLICE // 64
+
+    def fill(reps):
+        kernels["fill_rows"](queue, (items,), (local,), src, out, np.int32(rows), np.int32(reps))
+
+    reps = _calibrated_reps(queue, fill)
+    lines = items * rows * 2 * reps  # each row: 64 bytes from 4 past a line, two lines
+    return l1, lines * 64 / _best_time(queue, lambda: fill(reps), _ROUNDS) / 1e9
 
 
 def measure(device, widths):
@@ -245,6 +307,7 @@ def measure(device, widths):
 
     reps = _calibrated_reps(queue, cache_run)
     cache_gbs = slices * slice_bytes * reps / _best_time(queue, lambda: cache_run(reps), _ROUNDS) / 1e9
+    l1_bytes, fill_gbs = (0, 0.0) if gpu else _refill(ctx, queue, kernels, items, cache_local, cw)
 
     def launch():
         kernels["empty"](queue, (1,), None, out)
@@ -262,6 +325,8 @@ def measure(device, widths):
         "accumulator_width": guess,
         "stream_gbs": round(stream_gbs, 3),
         "cache_gbs": round(cache_gbs, 3),
+        "l1_bytes": l1_bytes,
+        "fill_gbs": round(fill_gbs, 3),
         "launch_s": launch_s,
         "local_sizes": list(local_sizes),
         "max_work_group_size": max_wg,

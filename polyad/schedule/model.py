@@ -24,7 +24,11 @@ derives the model from a calibration and the probe's capability set:
 - ``nontemporal``: the probe's nontemporal stores compile and compute right
   (CPUs); ``cache_bytes``: the last-level cache the device reports
   (``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``; 0: unknown), against which the
-  ``nontemporal_stores`` rule sizes a stage's outputs.
+  ``nontemporal_stores`` rule sizes a stage's outputs;
+- ``l1_bytes``, ``fill_gbs`` (CPUs): the working set a work-item re-reads at
+  cache speed, and the rate at which short scattered rows beyond it are
+  refilled from the next level: the model's refill term
+  (:func:`polyad.schedule.cost.block_footprint`).
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -57,6 +61,10 @@ class DeviceModel:
     :param source: where the figures come from.
     :param nontemporal: nontemporal vector stores compile and compute right (the probe's family).
     :param cache_bytes: the device's last-level cache in bytes (0: unknown).
+    :param l1_bytes: the working set a work-item re-reads at ``cache_gbs`` (the calibration's largest slice that
+        reads within 70% of its smallest's rate; 0: unknown, and the model's refill term is off).
+    :param fill_gbs: GB/s of cache lines brought into that cache from the next level when a block's reads
+        outgrow it: short rows scattered over a slice beyond ``l1_bytes`` (0: unknown, the refill term off).
     :raises DeviceError: when ``widths`` lacks 1 (scalar code does not work on the device).
     """
 
@@ -76,6 +84,8 @@ class DeviceModel:
     source: str = ""  # where the figures come from
     nontemporal: bool = False  # nontemporal vector stores compile and compute right (the probe)
     cache_bytes: int = 0  # the last-level cache (0: unknown)
+    l1_bytes: int = 0  # the working set a work-item re-reads at cache_gbs (0: unknown)
+    fill_gbs: float = 0.0  # cache lines refilled from the next level, GB/s (0: unknown)
 
     def __post_init__(self):
         object.__setattr__(self, "widths", tuple(sorted(int(w) for w in self.widths)))
@@ -146,7 +156,8 @@ class DeviceModel:
             launch_s=float(cal["launch_s"]),
             min_parallel=cores * 256 if gpu else max(4, 4 * cores),
             local_sizes=tuple(cal.get("local_sizes", ())) if gpu else (), source=source,
-            nontemporal=bool(nontemporal) and not gpu, cache_bytes=int(cache_bytes))
+            nontemporal=bool(nontemporal) and not gpu, cache_bytes=int(cache_bytes),
+            l1_bytes=0 if gpu else int(cal.get("l1_bytes", 0)), fill_gbs=0.0 if gpu else float(cal.get("fill_gbs", 0.0)))
 
     @classmethod
     def of(cls, device=None):
@@ -176,6 +187,8 @@ class DeviceModel:
             f"  bandwidth: stream {self.dram_gbs:.1f} GB/s, cache {self.cache_gbs:.0f} GB/s; "
             f"loads {self.load_rate:.1f} G/s; launch {self.launch_s * 1e6:.0f} us",
         ]
+        if self.l1_bytes and self.fill_gbs:
+            lines.append(f"  a work-item's cache: {self.l1_bytes >> 10} KiB, refilled at {self.fill_gbs:.0f} GB/s")
         if self.local_sizes:
             lines.append("  work-group sizes: " + ", ".join(map(str, self.local_sizes)))
         if self.cache_bytes or self.nontemporal:

@@ -2069,12 +2069,15 @@ RULES = (
          propose=_propose_grid),
     Rule("channel_tiles", "stage",
          "rank >= 4: tile the second dimension (NCHW channels) instead of the first; the model ranks them on "
-         "padded stages only",
+         "padded stages, and on every stage where it prices refills (DeviceModel.fill_gbs: a CPU's calibration)",
          {"channels": (2, 4, 8)},
          "the channels of a padded data gradient share the rows of H they read (conv2d_3x3 dX 1x4x1x28 1.6 ms "
          "against 2x1x1x28 2.0); offered to every rank-4 stage, the model took 1x4x5x1 for conv2d_5x5_s3's dW: "
-         "29 ms against 12 ms with its 2x1x5x4/float4",
-         propose=_propose_channels, ranked=lambda op, info, dm, graph: _padded(op)),
+         "29 ms against 12 ms with its 2x1x5x4/float4 (before its rfactor); with refills priced, a 3x3/2/1 "
+         "conv2d forward (16x32x56x56 -> 64) took 1x8x3x16/float16, 3.2 ms, against 4x1x6x16's 7.8 (torch 1.24), "
+         "a 1x1 one (16x64x28x28 -> 128) 1.0 ms against 3.3 (torch 0.99), and the 13 workloads' programs stayed "
+         "as fast (A/B 0.94-1.02 where they moved)",
+         propose=_propose_channels, ranked=lambda op, info, dm, graph: _padded(op) or dm.fill_gbs > 0),
     Rule("stride_phases", "stage",
          "stages phase_strides finds strides in: x = s*q + p, one dense stride-1 sub-stage per phase, tiles over q "
          "(the channels whole when at most whole_channels, and by divisors; rows; the innermost q in short vectors, "

@@ -55,6 +55,7 @@ def test_devices_calibrate_prints_the_figures_and_where_they_are_cached(tmp_path
     assert first.returncode == 0, first.stdout + first.stderr
     assert "probed now" in first.stdout and "measured now" in first.stdout
     assert "multiply-add GFLOP/s" in first.stdout and "stream" in first.stdout
+    assert "a work-item's cache: " in first.stdout and "KiB, refilled at" in first.stdout  # a CPU's refill figures
     assert str(tmp_path / "devices") in first.stdout
     again = _run(["-m", "polyad.cli", "devices", "--calibrate"], env)
     assert again.returncode == 0
