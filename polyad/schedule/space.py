@@ -1147,8 +1147,8 @@ def _padded_rows(op, info, dm, graph):
     e = op.shape[-1]
     vec = next((v for v in _const("padded_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0),
                None)
-    if vec is None or e > _const("padded_rows", "max_row"):
-        return []
+    if vec is None or e > _const("padded_rows", "max_row") or vec < dm.vector_width:
+        return []  # a row in narrower vectors than the device's best: the model chooses (edge groups run narrower)
     most = _const("padded_rows", "max_vectors") // (e // vec)
     c = next((c for c in _const("padded_rows", "channels") if c <= most and op.shape[1] % c == 0), 1)
     if c > 1 and len(op.shape) >= 3:
@@ -1964,15 +1964,18 @@ RULES = (
          "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels",
          **_deciding("batch_blocks", _batch_blocks),
          note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
-    Rule("padded_rows", "stage", "a padded box reduction (CPU): a whole row of vectors by the most channels "
-         "(dividing them) that share its vector loads, within max_vectors accumulators; else two rows, when the "
-         "row splits into vectors of at least 4",
+    Rule("padded_rows", "stage", "a padded box reduction (CPU) whose row the device's best vector width divides: "
+         "a whole row of vectors by the most channels (dividing them) that share its vector loads, within "
+         "max_vectors accumulators; else two rows",
          {"widths": (16, 8, 4), "max_row": 64, "max_vectors": 16, "channels": (4, 2)},
          "conv2d_dilated dX on a padded H (8x16x32x32), PoCL, 2-core Zen 4, min of 7 alternating rounds: "
          "1x4x1x32/float8 0.19 ms, 1x2x2x32 0.20, 1x2x1x32 0.20, 1x3x1x32 0.20, the former 1x1x2x32 0.29, "
          "1x1x4x32 0.28, 1x1x1x32 0.33 (rows of H are separate loads; channels share them); conv2d_3x3 dX on a "
          "padded H (32x17x28x28, before its batch went innermost): 1x1x2x28/float4 1.75 ms, 1x4x1x28 1.6, 2x1x1x28 "
-         "2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0",
+         "2.0; the model's favourites 4x1x4x4 3.1, 4x1x1x28 5.0. On the Zen 5 (best width 16), rows of 28 in "
+         "float4 lost to the model's blocks once it priced refills: a 3x3/1/1 conv2d's dX (16x64x28x28) "
+         "1x2x1x28/float4 7.5 ms, 1x8x3x16/float16 4.5, 1x4x4x16 3.3; conv2d_dilated's 32-wide rows keep the "
+         "rule (1x4x1x32/float16 0.109 ms against the model's 1x2x6x32 0.200)",
          **_deciding("padded_rows", _padded_rows),
          note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, channels "
                                    f"sharing their loads"),

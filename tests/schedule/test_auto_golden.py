@@ -171,7 +171,7 @@ def test_a_lookup_record_replaces_the_stage_choice_and_none_changes_nothing():
 
 def test_stage_space_names_the_rule_of_each_candidate():
     dm = MODELS["zen5-former-constants"]
-    grads = _conv_grads(size=28)  # the padded data gradient's rows (28) split into float4: padded_rows decides
+    grads = _conv_grads(size=32)  # the padded data gradient's rows (32) split into float16: padded_rows decides
     g = graph_decisions(uniquely_named(grads), dm)
     seen, decided = set(), {}
     for op in stage_ops(g.outputs)[0]:
