@@ -66,6 +66,8 @@ class StageInfo:
         :func:`~polyad.poly.scatter.blocks` allows, the info of its loop nest after the zeroing: a reduction over
         the reduction points per point of the other output dimensions; else None.
     :param scatter_dims: the output dimensions that scatter picks (``()`` for other stages).
+    :param domains: per reducing statement of a stage with regions, ``(output dimensions, its domain as an isl
+        string)``: what :func:`ragged_share` reads (not compared).
     :param footprints: per distinct read of a reduction, ``(itemsize, ((size, span, slopes), ...))``, one triple
         per index: the tensor's extent there, the index's span over the reduction alone, and its growth per
         point of each output dimension of a block (:func:`block_footprint`); ``()`` for stages without
@@ -92,6 +94,7 @@ class StageInfo:
     scatter: object = None  # a one-hot sum (poly/scatter.py): the StageInfo of its scatter's loop
     scatter_dims: tuple = ()  # the output dimensions its scatter picks
     footprints: tuple = ()  # per read of a reduction: (itemsize, ((size, span, slopes), ...)) per index
+    domains: tuple = dataclasses.field(default=(), compare=False, repr=False)  # (n_out, isl set) per reduction
 
     def phase_info(self, phase):
         """The info of the stage under ``phase`` (a ``StageSchedule.phase``), or None when it was not read off.
@@ -284,7 +287,7 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
     over the whole box: no regions; ``phases``: the phase combinations ``stmts`` come from)."""
     it = fl = 0
     loads, red, regions, plain, shared, strides, divided = [], False, [], True, [], [], False
-    footprints = []
+    footprints, domains = [], []
     first = {}  # a phased stage's reads per step: those of one phase of each source statement
     for st in stmts:
         i, f = statement_cost(st)
@@ -294,6 +297,8 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
             inner, outer = _regions(st)
             if outer is not None:
                 regions.append((i, inner, outer))
+                if st.combiner is not None:
+                    domains.append((st.n_out, str(st.domain.reset_tuple_id())))
             if st.combiner is not None:
                 strides = [max(a, b) for a, b in zip(strides or [1] * st.n_out, _strides(st))]
             sh = _lane_shared(st) if st.combiner is not None else None
@@ -321,7 +326,7 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
                 divided |= last is not None and len(n.indices) > 0 and _divided(n.indices[-1], last)
     info = StageInfo(name, shape, max(it, 1), fl, red, itemsize, tuple(loads), tuple(regions), plain,
                      sum(i * f for i, f in shared) / max(1, sum(i for i, _ in shared)) if shared else 1.0,
-                     phases=phases, divided=divided, footprints=tuple(footprints))
+                     phases=phases, divided=divided, footprints=tuple(footprints), domains=tuple(domains))
     # strides matter where most points' bounds or indices are divisions (stride-3 conv dX: no point has the
     # whole reduction box), not where only the borders are (dilated conv dX keeps its vector blocks)
     if any(x > 1 for x in strides) and (not red or full_fraction(info, (1,) * len(info.shape)) < 0.5):
@@ -555,6 +560,15 @@ def _unstrided_cost(info, ss, dm, terms=None):
         # points have the whole reduction box (conv2d 3x3 dX: float8 blocks 2x faster than scalar ones),
         # not on a stride-3 data gradient, where no point has it (vector blocks 1.6-2.5x slower than naive)
         lanes = 0.0
+        share = ragged_share(info, ss.tile[-1], ss.vectorize, dm.widths) if ss.vectorize > 1 else None
+        if share is not None:
+            # codegen's vector groups in the partial blocks: the reduction points all their lanes have run as vectors,
+            # a lane's own points as vec scalar chains beside them, and the points in no whole group as naive loops
+            ragged, odd = share
+            odd = min(1.0 - frac, odd)
+            ragged = min(1.0 - frac - odd, ragged)
+            lanes = _blocked_cost(info, StageSchedule(tile=(1,) * (len(info.shape) - 1) + (ss.vectorize,)), dm)
+            return (1.0 - ragged - odd) * t + ragged * lanes + odd * naive
         if ss.vectorize > 1 and info.regions:
             q = full_fraction(info, (1,) * len(info.shape))
             lanes = max(0.0, 1.0 - (ss.vectorize - 1) * (1.0 - info.shared)) * min(1.0, q / 0.5)
@@ -592,6 +606,71 @@ def box_groups(shape, tile, vec, widths, reduction):
     for w in (vec,) + (remainder_widths(vec, widths) if reduction else ()):
         share, left = share + (left // w) * w / n, left % w
     return share
+
+
+#: (domains, tile, vec, widths) -> (ragged, odd): ragged_share's isl counts, a few per stage and block width
+_RAGGED = Recent(4096)
+
+
+def ragged_share(info, tile, vec, widths):
+    """The fractions of a stage's iterations that its partial blocks run lane by lane: ``(ragged, odd)``.
+
+    Codegen (``tree._split_tiles``) cuts the last output dimension into the full tiles' ``vec``-lane groups (blocks
+    of ``tile`` from 0), then the rest of each row into whole groups of ``vec`` and of the narrower
+    :func:`~polyad.schedule.remainder_widths`, widest first; points in none run scalar loops (``odd``).  A group
+    whose lanes reduce over different sets runs their common points as a vector and each lane's others alone
+    (``ragged``: those points, counted with isl over each reducing statement).  A 3x3/2/1 convolution's phased data
+    gradient over rows of 28 in float16 blocks of 16: the border column's clipped window falls in the last float4
+    group, 3.6% of its iterations; the share of one neighbour's lost points times 15 lanes had priced 54%.
+
+    :param info: the stage's :class:`StageInfo` (None is returned without ``domains``).
+    :param tile: the block's extent along the last dimension (a multiple of ``vec``).
+    :param vec: the vector width.
+    :param widths: the device's vector widths.
+    :returns: ``(ragged, odd)``, floats in [0, 1], or None.
+    """
+    if not info.domains or vec <= 1:
+        return None
+    key = (info.domains, tile, vec, tuple(widths))
+    hit = _RAGGED.get(key)
+    if hit is None:
+        hit = _RAGGED.put(key, _ragged_counts(info.domains, tile, vec, remainder_widths(vec, widths)))
+    return hit
+
+
+def _ragged_counts(domains, tile, vec, narrower):
+    import islpy as isl
+
+    from ..poly.convert import bounds, count
+
+    ragged = odd = total = 0
+    for n, text in domains:
+        D = isl.Set(text)
+        m = D.dim(isl.dim_type.set) - n
+        size = count(D)
+        total += size
+        if not size:
+            continue
+        O = D.project_out(isl.dim_type.set, n, m)
+        hi = bounds(O)[-1][1] + 1
+        full = hi // tile * tile
+        pieces, at = [], full  # the groups of each row's rest, widest first, aligned from the last full tile
+        for w in (vec,) + tuple(narrower):
+            while at + w <= hi:
+                pieces.append((at, w))
+                at += w
+        names = [f"d{i}" for i in range(n + m)]
+        x, p = names[n - 1], "pa_p"
+        lanes = [f"(exists g: {vec}*g <= {x} < {vec}*g + {vec} and {vec}*g <= {p} < {vec}*g + {vec} and {x} < {full})"]
+        lanes += [f"({a} <= {x} < {a + w} and {a} <= {p} < {a + w})" for a, w in pieces]
+        M = isl.Map(f"{{ [{', '.join(names)}] -> [{', '.join(names[:n - 1] + [p] + names[n:])}] : "
+                    f"{' or '.join(lanes)} }}")
+        box = " and ".join(f"{lo} <= {names[n + k]} <= {b}" for k, (lo, b) in enumerate(bounds(D)[n:])) or "true"
+        missing = O.insert_dims(isl.dim_type.set, n, m).intersect(isl.Set(f"{{ [{', '.join(names)}] : {box} }}"))
+        ragged += count(D.intersect(missing.subtract(D).apply(M)))
+        if at < hi:
+            odd += count(D.intersect(isl.Set(f"{{ [{', '.join(names)}] : {at} <= {x} }}")))
+    return (ragged / total, odd / total) if total else (0.0, 0.0)
 
 
 #: (id(info), id(dm), unroll) -> (info, dm, seconds): the naive loops' cost, which every candidate of a stage charges

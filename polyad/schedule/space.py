@@ -1212,6 +1212,9 @@ def _copy_rows(op, info, dm, graph):
     if e > _const("copy_rows", "max_row"):
         return []
     vec = next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
+    if vec == 1 and info.vectors:
+        # no vector divides the row: the naive loops, which PoCL's work-item vectoriser runs in lanes
+        return [StageSchedule()]
     if not info.vectors:  # a bool copy: no vectors (auto's schedule of a bool transpose was its own ScheduleError)
         vec = 1
     r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
@@ -1993,13 +1996,17 @@ RULES = (
          note=lambda op, info, dm: f"a box reduction: whole rows of {op.shape[-1]}, channels sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
          "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
-         "in the widest vectors dividing the row",
+         "in the widest vectors dividing the row; the naive loops where none divides it",
          {"widths": (16, 8, 4, 2), "row_elements": 80, "max_row": 512},
          "PoCL, 2-core Zen 4: conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from X through its zero padding): naive "
          "4.4-5.7 ms, 1x1x1x1x1x20/float4 2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8; its dX crop "
-         "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36",
+         "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36; "
+         "Zen 5: a 3x3/2/1 conv2d's de-interleaved input (16x32x2x2x29x29), rows of 29 no vector divides: scalar "
+         "rows 1.86 ms, the naive loops 0.53 (PoCL's work-item vectoriser runs them in lanes)",
          **_deciding("copy_rows", _copy_rows),
-         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"),
+         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors" if _copy_rows(
+             op, info, dm, _NO_GRAPH)[0].tile else f"a copy whose rows of {op.shape[-1]} no vector divides: the naive "
+                                                   f"loops, in lanes across work-items"),
     Rule("divided_rows", "stage", "an elementwise stage reading along its last dimension through a floor "
          "division (x // k: a pool's upsampled gradient; CPU): blocks of one vector of the widest of widths dividing "
          "the row", {"widths": (4, 2)},
@@ -2089,7 +2096,7 @@ RULES = (
          "groups), lane-by-lane stores along a phased q, and phases x block statements of code, its build "
          "amortised over amortised_runs",
          {"max_stride": 4, "min_points": 2, "whole_channels": 32, "channel_divisors": (2, 4, 8, 16), "rows": (1, 2),
-          "inner": (1, 2, 4, 8), "unrolls": (1, 2), "build_s_per_statement": 0.035, "amortised_runs": 10000},
+          "inner": (1, 2, 4, 8, 16), "unrolls": (1, 2), "build_s_per_statement": 0.035, "amortised_runs": 10000},
          "PoCL, 2-core EPYC VM, min of interleaved rounds: conv2d_5x5_s3 dX (32x17x60x60, stride 3) auto 18.3 ms "
          "(2x1x3x3 stride cell) -> 6.55 ms with phase 1x1x3x3 + tile 1x17x1x4/4 (phase alone 33.6; 1x1x1x8/8 13.0; "
          "1x8x1x4/4 10.5; 1x17x1x2/2 9.4; 1x17x1x8/8 11.0, its 17 float8 accumulators spill; the same tile "
@@ -2098,7 +2105,10 @@ RULES = (
          "1x1x1x8/8 10.3); vectors along a phased dimension of a pool gradient 2.5-5x slower (lane-by-lane stores "
          "2 apart, selects); the dilated conv dX gains nothing (phased 2.07 vs 2.08 ms tiled, padded 0.75); "
          "code: 1x17x1x4/4 phased is 650 KB of OpenCL C, 4.8 s codegen (isl) + 1.3 s compile, against 43 KB "
-         "and 1.1 s for the stride cell; 1x1x1x4/4 50 KB, 1.9 s: about 0.035 s per block statement and phase",
+         "and 1.1 s for the stride cell; 1x1x1x4/4 50 KB, 1.9 s: about 0.035 s per block statement and phase. "
+         "Zen 5 (16 lanes): a 3x3/2/1 conv2d's dX (16x32x56x56), phase 1x1x2x2: 1x8x1x16/16 3.3-3.4 ms, 1x16x1x16 "
+         "3.65-3.8, 1x8x2x16 3.8-4.0, 1x8x2x8/8 4.8, 1x32x1x4/4 8.8-13 (the model's pick with inner up to 8); "
+         "conv2d_5x5_s3 dX phased: 1x17x1x16/16 2.92, 1x17x1x4/4 3.09, 1x17x1x8/8 3.19, 1x17x1x2/2 4.08",
          applies=lambda op, info, dm, graph: bool(info.phased), propose=_propose_phases,
          ranked=lambda op, info, dm, graph: dm.kind == "cpu" and info.strided and _phase_vectors(info)),
     Rule("more_unrolls", "stage",

@@ -1,7 +1,9 @@
 """Programs of a tuning space's candidates written with a code generation switch of ``polyad.codegen.tree`` on and
-off (``UNROLL_IN_PRINTER``, ``SPLIT_GUARDED``: ways to print that must give the same programs).  No OpenCL."""
+off (``UNROLL_IN_PRINTER``, ``SPLIT_GUARDED``: ways to print that must give the same programs).  No OpenCL, but in
+``same_numbers``, which builds and runs a pair whose texts cannot be compared."""
 
 import random
+import re
 
 import polyad as pa
 from polyad.codegen import generate, tree
@@ -10,12 +12,28 @@ from polyad.tuner.configs import ConfigSpace
 from polyad.tuner.measure import graph_context
 
 
-def workload(name):
-    """A benchmark workload's backward at the test shapes (the tuner's graphs)."""
+def workload(name, data=False):
+    """A benchmark workload's backward at the test shapes (the tuner's graphs), and with ``data`` its arrays."""
     from polyad.bench.tuning import TINY, backward_graph
 
     g = backward_graph(name, dict(TINY[name]))
-    return g.outputs, g.inputs
+    return (g.outputs, g.inputs) + ((g.data,) if data else ())
+
+
+def same_numbers(name, a, b):
+    """Programs ``a`` and ``b`` of workload ``name``'s backward (``both_ways``' pair), built and run on its arrays:
+    their outputs bit for bit the same.  For kernels whose texts differ beyond guards and index values (isl splits
+    a partial block into cases, each with its own copy of the shared points; the printer guards each point once)."""
+    import numpy as np
+
+    from polyad.pipeline import select_device
+    from polyad.runtime.module import Module
+
+    _, ins, data = workload(name, data=True)
+    dev = select_device(None)
+    outs = [Module(p, dev, inputs=ins)(*data) for p in (a, b)]
+    outs = [o if isinstance(o, list) else [o] for o in outs]
+    return len(outs[0]) == len(outs[1]) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(*outs))
 
 
 def program(outs, ins, sched, memo=None):
@@ -47,6 +65,10 @@ def both_ways(name, model, monkeypatch, switch, *, seed, mutants, p_variant, max
 
 
 def unguarded(src):
-    """A kernel's lines without its guards (``if``, ``else``) and the braces around blocks."""
+    """A kernel's lines without its guards (``if``, ``else``) and the braces around blocks, and its point indices'
+    definitions without their values: under ``if (gid1 == 0L)`` isl prints ``long const i2 = 4L;`` where the
+    printer, under its loop bound ``if ((4L <= (-8L * gid1) + 11L))``, prints ``8 * gid1 + 4L`` (the same point:
+    the guards fix the block).  The statements that read and write memory are compared whole."""
     lines = (line.strip() for line in src.splitlines())
-    return [t for t in lines if not t.startswith("if (") and t not in ("{", "}", "else")]
+    return [re.sub(r"^(long const i\d+) = .*;$", r"\1", t) for t in lines
+            if not t.startswith("if (") and t not in ("{", "}", "else")]

@@ -1,5 +1,6 @@
 """The model's refill term: a block whose reads over its reduction outgrow the work-item's cache brings its
-footprint in from the next level, once per block (``cost.block_footprint``, ``DeviceModel.l1_bytes``/``fill_gbs``).
+footprint in from the next level, once per block (``cost.block_footprint``, ``DeviceModel.l1_bytes``/``fill_gbs``);
+and the lanes of its partial blocks' vector groups that reduce alone (``cost.ragged_share``).
 
 Measured on the Zen 5 VM (docs/scheduling.md, "Refills"): a 3x3/2/1 convolution's 4x1x6x16 batch blocks read 244 KB
 each and ran 6.8 ms, its 1x4x4x16 channel blocks 1.76; the roofline terms alone had priced both at 1.1-1.7 ms.
@@ -18,11 +19,11 @@ from polyad.schedule.auto import auto_schedule
 from polyad.schedule.graph import scheduled_graph, stage_ops
 from polyad.schedule.space import graph_decisions
 
-from test_auto_golden import MODELS  # noqa: F401 - the recorded models (tests/data/devices)
+import auto_golden  # noqa: E402 - tests/schedule is on the path (conftest)
+from test_auto_golden import MODELS  # the recorded models (tests/data/devices)
 
-ZEN5 = MODELS["zen5-former-constants"]
-# the recorded model with the refill figures this VM's calibration measured (32 KiB, 251-263 GB/s of lines)
-REFILL = dataclasses.replace(ZEN5, l1_bytes=32768, fill_gbs=260.0)
+ZEN5 = MODELS["zen5-former-constants"]  # no refill figures: the term is off
+REFILL = DeviceModel.load(auto_golden.DEVICES / "zen5-calibrated.json")  # 32 KiB, 251 GB/s of lines
 
 
 def _conv(n=16, c=32, size=56, k=64, kernel=3, stride=2, pad=1):
@@ -67,9 +68,10 @@ def test_a_divided_index_grows_half_a_point_a_point_and_a_gathered_one_spans_its
 def test_no_refill_without_the_figures_or_within_the_cache():
     _, info = _stage(_conv(), "conv2d", REFILL)
     batch = StageSchedule(tile=(4, 1, 6, 16), vectorize=16)
-    assert cost.stage_cost(info, batch, ZEN5) < cost.stage_cost(info, batch, REFILL)
+    off = dataclasses.replace(REFILL, l1_bytes=0, fill_gbs=0.0)
+    assert cost.stage_cost(info, batch, off) < cost.stage_cost(info, batch, REFILL)
     roomy = dataclasses.replace(REFILL, l1_bytes=1 << 20)  # 244 KB fits: neighbours find their rows
-    assert cost.stage_cost(info, batch, roomy) == cost.stage_cost(info, batch, ZEN5)
+    assert cost.stage_cost(info, batch, roomy) == cost.stage_cost(info, batch, off)
 
 
 @pytest.mark.parametrize("conv", [
@@ -82,7 +84,7 @@ def test_with_the_refill_term_auto_blocks_a_convolutions_filters_not_its_batch(c
     tile = auto_schedule([Y], device=REFILL).stages["conv2d"].tile
     assert tile[0] == 1 and tile[1] > 1, tile
     old = auto_schedule([Y], device=ZEN5).stages["conv2d"].tile
-    assert old[0] > 1 and old[1] == 1, old  # what the roofline terms chose
+    assert old[0] > 1 and old[1] == 1, old  # what the roofline terms chose: batch blocks
 
 
 def test_the_refill_figures_come_from_a_cpus_calibration_only():
@@ -108,3 +110,58 @@ def test_the_calibration_measures_the_refill(opencl):
     assert cal["l1_bytes"] in _L1_SLICES
     assert 0 < cal["fill_gbs"]
     assert np.isfinite(cal["fill_gbs"])
+
+
+def _clipped_gradient(n):
+    """``dX[i] = sum(H[i - k] * W[k])`` over ``0 <= i - k < n - 2``, k < 3: a 3-tap window clipped at both ends."""
+    X = pa.placeholder((n,), name="X")
+    W = pa.placeholder((3,), name="W")
+    k = pa.reduce_axis((0, 3), name="k")
+    Y = pa.compute((n - 2,), lambda x: pa.sum(X[x + k] * W[k], axis=k), name="Y")
+    (dX,) = pa.differentiate(Y, [X], pa.placeholder((n - 2,), name="H"))
+    return cost.stage_info(dX.op)
+
+
+def test_the_ragged_lanes_of_a_clipped_window_are_counted_group_by_group():
+    """16 points, 42 iterations (points 0, 1 and 14, 15 lose taps).  In groups of 4 from 0, the first group's lanes
+    1-3 have taps lane 0 lacks (3 + 2 iterations), the last group's likewise (2 + 3): 10 ragged.  In pairs: one
+    lane of the first and of the last pair.  One group of 16: every iteration is some lane's alone."""
+    info = _clipped_gradient(16)
+    assert info.iterations == 42 and len(info.domains) == 1
+    widths = (1, 2, 4, 8, 16)
+    assert cost.ragged_share(info, 4, 4, widths) == (10 / 42, 0.0)
+    assert cost.ragged_share(info, 8, 4, widths) == (10 / 42, 0.0)  # the blocks' size leaves the groups alike
+    assert cost.ragged_share(info, 2, 2, widths) == (2 / 42, 0.0)
+    assert cost.ragged_share(info, 16, 16, widths) == (1.0, 0.0)
+    assert cost.ragged_share(info, 4, 1, widths) is None  # scalar blocks have no groups
+
+
+def test_a_rows_rest_runs_in_narrower_groups_and_its_last_points_alone():
+    """15 points in float4 blocks: 12 in full tiles, then a float2 group (12, 13: point 13 lacks tap 0, one ragged
+    iteration besides the first group's 5) and point 14 alone (its one tap)."""
+    info = _clipped_gradient(15)
+    assert info.iterations == 39
+    assert cost.ragged_share(info, 4, 4, (1, 2, 4, 8, 16)) == (6 / 39, 1 / 39)
+    assert cost.ragged_share(info, 4, 4, (1, 4, 8, 16)) == (5 / 39, 6 / 39)  # no float2: 12-14 alone
+
+
+def test_phased_vector_blocks_of_a_strided_convolutions_data_gradient_are_priced_by_their_ragged_lanes():
+    """A 3x3/2/1 conv2d's data gradient (16x32x56x56 from 64 filters), phased 1x1x2x2: measured on the Zen 5 VM
+    (one process, medians of 5), 1x8x1x16/float16 3.3-3.4 ms, 1x16x1x16 3.65-3.8, 1x8x2x16 3.8-4.0, 1x32x1x16 5.1
+    (32 accumulators), 1x8x2x8/float8 4.8, 1x32x1x4/float4 8.8-13.  The border column's clipped window is 3.6% of
+    the iterations, in its rows' last float4 group; one neighbour's lost points times 15 lanes had priced 54%."""
+    X = pa.placeholder((16, 32, 56, 56), name="X")
+    W = pa.placeholder((64, 32, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=2, padding=1)
+    grads = pa.differentiate(Y, [X, W], pa.placeholder(Y.shape, name="H"))
+    g = graph_decisions(scheduled_graph(list(grads)), REFILL)
+    info = g.infos["d_X_from_conv2d_pad"]
+    ph = (1, 1, 2, 2)
+    assert cost.ragged_share(info.phase_info(ph), 16, 16, REFILL.widths) == pytest.approx((3 / 83, 0.0))
+
+    def c(tile, vec):
+        return cost.stage_cost(info, StageSchedule(phase=ph, tile=tile, vectorize=vec), REFILL)
+
+    sixteen = min(c((1, 8, 1, 16), 16), c((1, 16, 1, 16), 16), c((1, 8, 2, 16), 16))
+    assert sixteen < c((1, 8, 2, 8), 8) < c((1, 32, 1, 4), 4)
+    assert auto_schedule(list(grads), device=REFILL).stages["d_X_from_conv2d_pad"].vectorize == 16
