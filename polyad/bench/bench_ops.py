@@ -58,6 +58,12 @@ def _conv_transpose(d):
     return pa.nn.conv2d_transpose(X, W, strides=2, padding=1), [X, W], [X, W]
 
 
+def _conv_s2(d):
+    X = pa.placeholder((d["N"], d["C"], d["H"], d["H"]), name="X")
+    W = pa.placeholder((2 * d["C"], d["C"], 3, 3), name="W")
+    return pa.nn.conv2d(X, W, strides=2, padding=1), [X, W], [X, W]
+
+
 def _gelu(d):
     X = pa.placeholder((d["N"], d["C"], d["H"], d["H"]), name="X")
     Y = pa.compute(X.shape, lambda *i: 0.5 * X[i] * (1.0 + pa.erf(X[i] * (1.0 / math.sqrt(2.0)))), name="gelu")
@@ -92,6 +98,9 @@ OPS = {op.name: op for op in (
     Op("conv2d_transpose_s2", _conv_transpose, lambda F, X, W: F.conv_transpose2d(X, W, stride=2, padding=1),
        lambda rng, d: [_normal(rng, d["N"], d["C"], d["H"], d["H"]), _normal(rng, d["C"], d["C"] // 2, 3, 3)],
        dict(N=16, C=32, H=56), dict(N=1, C=4, H=6)),
+    Op("conv2d_s2", _conv_s2, lambda F, X, W: F.conv2d(X, W, stride=2, padding=1),
+       lambda rng, d: [_normal(rng, d["N"], d["C"], d["H"], d["H"]), _normal(rng, 2 * d["C"], d["C"], 3, 3)],
+       dict(N=16, C=32, H=56), dict(N=1, C=4, H=7), "3x3, stride 2, pad 1, 2C filters"),
     Op("gelu", _gelu, lambda F, X: F.gelu(X), lambda rng, d: [_normal(rng, d["N"], d["C"], d["H"], d["H"])],
        dict(N=16, C=32, H=56), dict(N=2, C=3, H=5), "erf"),
     Op("layer_norm", _layer_norm, lambda F, X: F.layer_norm(X, (X.shape[-1],), eps=1e-5),

@@ -147,9 +147,10 @@ def test_a_rows_rest_runs_in_narrower_groups_and_its_last_points_alone():
 
 def test_phased_vector_blocks_of_a_strided_convolutions_data_gradient_are_priced_by_their_ragged_lanes():
     """A 3x3/2/1 conv2d's data gradient (16x32x56x56 from 64 filters), phased 1x1x2x2: measured on the Zen 5 VM
-    (one process, medians of 5), 1x8x1x16/float16 3.3-3.4 ms, 1x16x1x16 3.65-3.8, 1x8x2x16 3.8-4.0, 1x32x1x16 5.1
-    (32 accumulators), 1x8x2x8/float8 4.8, 1x32x1x4/float4 8.8-13.  The border column's clipped window is 3.6% of
-    the iterations, in its rows' last float4 group; one neighbour's lost points times 15 lanes had priced 54%."""
+    (one process, medians of 5), 1x8x1x16/float16 3.3-3.4 ms, 1x16x1x16 3.65-3.8, 1x8x2x16 3.8-4.0, 1x32x1x16
+    4.7-5.1 (32 accumulators: auto's), 1x8x2x8/float8 4.8, 1x32x1x4/float4 8.8-13 (auto's before).  The border
+    column's clipped window is 3.6% of the iterations, in its rows' last float4 group; one neighbour's lost points
+    times 15 lanes had priced 54%."""
     X = pa.placeholder((16, 32, 56, 56), name="X")
     W = pa.placeholder((64, 32, 3, 3), name="W")
     Y = pa.nn.conv2d(X, W, strides=2, padding=1)
