@@ -744,11 +744,11 @@ def _rate(vec, dm):
 class _Terms:
     """The roofline terms of a block (:func:`_terms`)."""
 
-    __slots__ = ("compute", "mem", "loads", "busy", "red", "blocks", "acc", "live")
+    __slots__ = ("compute", "mem", "loads", "busy", "red", "blocks", "acc", "live", "refill")
 
-    def __init__(self, compute, mem, loads, busy, red, blocks, acc, live):
+    def __init__(self, compute, mem, loads, busy, red, blocks, acc, live, refill=0.0):
         self.compute, self.mem, self.loads, self.busy = compute, mem, loads, busy
-        self.red, self.blocks, self.acc, self.live = red, blocks, acc, live
+        self.red, self.blocks, self.acc, self.live, self.refill = red, blocks, acc, live, refill
 
 
 def _terms(info, ss, dm):
@@ -789,11 +789,11 @@ def _terms(info, ss, dm):
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
     if streams(info, dm) and not ss.nontemporal_stores(info.shape):
         dram_bytes += points * info.itemsize * info.outputs  # write-allocate: each line is read before it is written
-    mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9) + _refill_s(info, tile, blocks,
-                                                                                          dram_bytes, dm)
+    refill = _refill_s(info, tile, blocks, dram_bytes, dm)
+    mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9) + refill
     loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
-    return _Terms(compute, mem, loads, busy, red, blocks, acc, live)
+    return _Terms(compute, mem, loads, busy, red, blocks, acc, live, refill)
 
 
 def _refill_s(info, tile, blocks, dram_bytes, dm):
@@ -854,9 +854,9 @@ FEATURES = (
     "loads_gathered", "loads_broadcast", "regions", "interior_fraction", "shared", "strided", "max_stride",
     # the schedule
     "tile_inner", "tile_outer", "tile_product", "vectorize", "unroll", "local_size", "phases", "blocks",
-    "accumulators", "live_registers", "full_fraction", "stride_cell",
+    "accumulators", "live_registers", "full_fraction", "stride_cell", "footprint_bytes", "ragged", "odd",
     # the model's terms (seconds; busy: the fraction of min_parallel the blocks fill)
-    "compute_s", "mem_s", "loads_s", "busy", "naive_s", "cost_s",
+    "compute_s", "mem_s", "loads_s", "busy", "naive_s", "cost_s", "refill_s",
 )
 
 
@@ -873,8 +873,10 @@ def stage_features(info, ss, dm):
     implementation's), phases (the product of ``phase``'s strides), blocks, vector accumulators and live
     vector registers, the fraction of iterations in full tiles, and whether the block is one stride cell
     (for a phased schedule the blocks, accumulators, registers and full tiles are those over ``q``, read off
-    the phased statements).  The model's part (:func:`stage_cost`): the block's compute, memory and load-issue times at full-tile
-    speed, its busy fraction, the naive schedule's cost and the schedule's.
+    the phased statements), the bytes a block reads over its reduction (:func:`block_footprint`), and the shares of
+    its iterations its partial blocks run lane by lane (:func:`ragged_share`).  The model's part
+    (:func:`stage_cost`): the block's compute, memory and load-issue times at full-tile speed, its busy fraction,
+    the naive schedule's cost and the schedule's, and the refill part of its memory time.
 
     :param info: the stage's :class:`StageInfo`.
     :param ss: the :class:`~polyad.schedule.StageSchedule`.
@@ -893,6 +895,7 @@ def stage_features(info, ss, dm):
     own, q = (info, ss) if p is None else (p, dataclasses.replace(ss, phase=None))
     cell = cell and p is None
     k = _terms(own, q, dm)
+    share = ragged_share(own, q.tile[-1], q.vectorize, dm.widths) if q.tile and q.vectorize > 1 else None
     values = (
         points, rank, info.shape[-1] if rank else 1, info.shape[-2] if rank >= 2 else 1, info.iterations,
         info.iterations / points, info.flops, info.flops / max(1, info.iterations), info.itemsize,
@@ -902,7 +905,8 @@ def stage_features(info, ss, dm):
         tile[-1] if rank else 1, tile[-2] if rank >= 2 else 1, math.prod(tile), ss.vectorize, ss.unroll,
         math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
         k.acc, k.live,
-        full_fraction(own, q.tile) if q.tile else 1.0, cell,
-        k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm, k),
+        full_fraction(own, q.tile) if q.tile else 1.0, cell, block_footprint(own, q.tile)[0],
+        *(share or (0.0, 0.0)),
+        k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm, k), k.refill,
     )
     return {n: float(v) for n, v in zip(FEATURES, values)}

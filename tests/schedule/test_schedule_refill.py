@@ -166,3 +166,17 @@ def test_phased_vector_blocks_of_a_strided_convolutions_data_gradient_are_priced
     sixteen = min(c((1, 8, 1, 16), 16), c((1, 16, 1, 16), 16), c((1, 8, 2, 16), 16))
     assert sixteen < c((1, 8, 2, 8), 8) < c((1, 32, 1, 4), 4)
     assert auto_schedule(list(grads), device=REFILL).stages["d_X_from_conv2d_pad"].vectorize == 16
+
+
+def test_the_learned_models_features_carry_the_footprint_the_refill_and_the_ragged_lanes():
+    _, info = _stage(_conv(), "conv2d", REFILL)
+    batch = cost.stage_features(info, StageSchedule(tile=(4, 1, 6, 16), vectorize=16), REFILL)
+    assert list(batch) == list(cost.FEATURES)
+    assert batch["footprint_bytes"] == cost.block_footprint(info, (4, 1, 6, 16))[0]
+    assert 0 < batch["refill_s"] < batch["mem_s"]
+    assert batch["ragged"] == batch["odd"] == 0.0  # a box has no regions: no groups are ragged
+    channels = cost.stage_features(info, StageSchedule(tile=(1, 8, 2, 16), vectorize=16), REFILL)
+    assert channels["refill_s"] < batch["refill_s"] / 2  # the filters share the rows the block reads
+    clipped = _clipped_gradient(15)
+    f = cost.stage_features(clipped, StageSchedule(tile=(4,), vectorize=4), REFILL)
+    assert (f["ragged"], f["odd"]) == (6 / 39, 1 / 39)
