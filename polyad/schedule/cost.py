@@ -338,8 +338,8 @@ def _info_of(name, shape, stmts, itemsize, box, phases=1):
 # footprints: what a block reads over its whole reduction
 # ---------------------------------------------------------------------------------------------
 def _var_ranges(st):
-    """{var: (lo, hi)} of a statement's reduction variables over its domain, and its output variables at 0 (a
-    block's first point); None for an empty domain."""
+    """{id(var): (lo, hi)} of a statement's reduction variables over its domain, and of its output variables at 0
+    (a block's first point); None for an empty domain."""
     from ..poly.convert import bounds
 
     D = st.domain.reset_tuple_id()

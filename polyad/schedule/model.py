@@ -157,7 +157,8 @@ class DeviceModel:
             min_parallel=cores * 256 if gpu else max(4, 4 * cores),
             local_sizes=tuple(cal.get("local_sizes", ())) if gpu else (), source=source,
             nontemporal=bool(nontemporal) and not gpu, cache_bytes=int(cache_bytes),
-            l1_bytes=0 if gpu else int(cal.get("l1_bytes", 0)), fill_gbs=0.0 if gpu else float(cal.get("fill_gbs", 0.0)))
+            l1_bytes=0 if gpu else int(cal.get("l1_bytes", 0)),  # refills: a CPU's (a GPU's work-items share caches)
+            fill_gbs=0.0 if gpu else float(cal.get("fill_gbs", 0.0)))
 
     @classmethod
     def of(cls, device=None):

@@ -1211,7 +1211,7 @@ def _copy_rows(op, info, dm, graph):
     e = op.shape[-1]
     if e > _const("copy_rows", "max_row"):
         return []
-    vec = next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
+    vec = _copy_width(e, dm)
     if vec == 1 and info.vectors:
         # no vector divides the row: the naive loops, which PoCL's work-item vectoriser runs in lanes
         return [StageSchedule()]
@@ -1221,6 +1221,12 @@ def _copy_rows(op, info, dm, graph):
     while op.shape[-2] % r:
         r -= 1
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
+
+
+def _copy_width(e, dm):
+    """The widest of ``copy_rows``' widths that the device has (at most its best) and that divides a row of ``e``;
+    1 where none does."""
+    return next((v for v in _const("copy_rows", "widths") if v <= dm.vector_width and v in dm.widths and e % v == 0), 1)
 
 
 def _divided_rows(op, info, dm, graph):
@@ -2004,9 +2010,9 @@ RULES = (
          "Zen 5: a 3x3/2/1 conv2d's de-interleaved input (16x32x2x2x29x29), rows of 29 no vector divides: scalar "
          "rows 1.86 ms, the naive loops 0.53 (PoCL's work-item vectoriser runs them in lanes)",
          **_deciding("copy_rows", _copy_rows),
-         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors" if _copy_rows(
-             op, info, dm, _NO_GRAPH)[0].tile else f"a copy whose rows of {op.shape[-1]} no vector divides: the naive "
-                                                   f"loops, in lanes across work-items"),
+         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"
+         if _copy_width(op.shape[-1], dm) > 1 or not info.vectors
+         else f"a copy whose rows of {op.shape[-1]} no vector divides: the naive loops, in lanes across work-items"),
     Rule("divided_rows", "stage", "an elementwise stage reading along its last dimension through a floor "
          "division (x // k: a pool's upsampled gradient; CPU): blocks of one vector of the widest of widths dividing "
          "the row", {"widths": (4, 2)},
