@@ -430,7 +430,8 @@ def _group_parts(groups, n, tile):
         if whole is None:
             out.append((w, group_out, group, lanes, ""))
             continue
-        for suffix, blocks in (("", whole), ("_e", group_out.project_out(isl.dim_type.set, n, n).subtract(whole))):
+        edge = group_out.reset_tuple_id().project_out(isl.dim_type.set, n, n).subtract(whole)
+        for suffix, blocks in (("", whole), ("_e", edge)):
             def cut(dom, blocks=blocks):
                 lift = blocks.insert_dims(isl.dim_type.set, n, dom.dim(isl.dim_type.set) - n)
                 return dom.intersect(lift.set_tuple_id(dom.get_tuple_id()) if dom.has_tuple_id() else lift).coalesce()
