@@ -259,14 +259,15 @@ def test_max_pool_gradient_gets_window_blocks_and_avg_pool_stays_naive():
 
 
 def test_max_pool_argmax_recompute_gets_last_dimension_blocks():
-    # the recomputed argmax (a tuple reducer run through selects): blocks of >= 8 along the last
-    # dimension only (measured on max_pool: 2x faster than 4x1x2x2, 3x faster than 1x1x2x8)
+    # the recomputed argmax (a tuple reducer run through selects): blocks along the last dimension only
+    # (measured on max_pool: 2x faster than 4x1x2x2, 3x faster than 1x1x2x8); its reads two apart take one
+    # float4 a work-item (rule strided_lanes: 5.6 ms against 2x1x1x32/float4's 13.2 at 32x64x100x100)
     X = pa.placeholder((8, 16, 64, 64), name="X")
     Y = pa.nn.pool2d(X, (2, 2), (2, 2), 0, "max")
     (dX,) = pa.differentiate(Y, [X], head=pa.placeholder(Y.shape, name="H"))
     s = auto_schedule([dX], device=ZEN5)
     (arg,) = [n for n in s.stages if n.endswith("argmax")]
-    assert s.stages[arg].tile[-2] == 1 and s.stages[arg].tile[-1] >= 8
+    assert s.stages[arg].tile[-2] == 1 and s.stages[arg].tile[-1] >= 4
 
 
 def test_auto_rfactors_row_reductions_into_interleaved_vector_partials():
