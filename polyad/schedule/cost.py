@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..te.expr import Call, Const, Load
 from ..te.memo import Recent
 from ..te.visit import post_order
+from ..poly.bounds import interval
 from ..poly.estimate import statement_cost
 from ..poly.scatter import blocks as scatter_blocks, scatter_form
 from ..poly.stage import statements_of
@@ -232,6 +233,20 @@ def _divided(index, var):
                       and e.args[0] is var and isinstance(e.args[1], Const) and e.args[1].value >= 2)
 
 
+def scale_of(index, var):
+    """``k`` where ``index`` is ``k * var`` (a constant ``k >= 2``) plus something free of ``var``: lanes ``k``
+    elements apart (a stride-2 pool's window ``X[.., 2*x + kw]``); None otherwise."""
+    found = []
+
+    def core(e):
+        if isinstance(e, Call) and e.op == "mul" and len(e.args) == 2 and any(a is var for a in e.args):
+            found.extend(a.value for a in e.args if isinstance(a, Const) and isinstance(a.value, int) and a.value >= 2)
+            return bool(found)
+        return False
+
+    return found[-1] if _plus_free(index, var, core) else None
+
+
 def _uses(e, var):
     return any(n is var for n in post_order(e))
 
@@ -349,46 +364,6 @@ def _var_ranges(st):
     return {**{id(v): (0, 0) for v in st.out_vars}, **{id(v): r for v, r in zip(st.red_vars, red)}}
 
 
-def _interval(e, env, memo):
-    """(lo, hi) of an integer index expression over the variables' ranges ``env``, or None where it reads data
-    or uses an operator the bound does not know."""
-    hit = memo.get(id(e), False)
-    if hit is not False:
-        return hit
-    out = None
-    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        out = (e.value, e.value)
-    elif isinstance(e, Call):
-        args = [_interval(a, env, memo) for a in e.args]
-        c = e.args[1].value if len(e.args) == 2 and isinstance(e.args[1], Const) else None
-        if all(a is not None for a in args):
-            if e.op == "add":
-                out = (args[0][0] + args[1][0], args[0][1] + args[1][1])
-            elif e.op == "sub":
-                out = (args[0][0] - args[1][1], args[0][1] - args[1][0])
-            elif e.op == "neg":
-                out = (-args[0][1], -args[0][0])
-            elif e.op == "mul":
-                ends = [a * b for a in args[0] for b in args[1]]
-                out = (min(ends), max(ends))
-            elif e.op in ("min", "max"):
-                f = min if e.op == "min" else max
-                out = (f(args[0][0], args[1][0]), f(args[0][1], args[1][1]))
-            elif e.op == "cast":
-                out = args[0]
-            elif e.op == "select" and len(args) == 3:
-                out = (min(args[1][0], args[2][0]), max(args[1][1], args[2][1]))
-            elif e.op == "floordiv" and isinstance(c, int) and c > 0:
-                out = (args[0][0] // c, args[0][1] // c)
-            elif e.op == "floormod" and isinstance(c, int) and c > 0:
-                lo, hi = args[0]
-                out = (lo % c, hi % c) if lo // c == hi // c else (0, c - 1)
-    elif id(e) in env:
-        out = env[id(e)]
-    memo[id(e)] = out
-    return out
-
-
 #: a block's growth along an output dimension is read over this many points (a division's slope exactly)
 _SLOPE_POINTS = 721
 
@@ -397,16 +372,19 @@ def _footprint_of(load, outs, ranges):
     """(itemsize, ((size, span, slopes), ...)) of a read in a reduction (:data:`StageInfo.footprints`)."""
     import numpy as np
 
+    def span(env):
+        return interval(ix, lambda v: env.get(id(v), (-math.inf, math.inf)))
+
     dims = []
     for k, ix in enumerate(load.indices):
         size = int(load.tensor.shape[k])
-        base = _interval(ix, ranges, {})
-        if base is None:  # data-dependent: the block may read anywhere along it
+        base = span(ranges)
+        if math.isinf(base[0]) or math.isinf(base[1]):  # data-dependent: the block may read anywhere along it
             dims.append((size, size - 1, (0.0,) * len(outs)))
             continue
         slopes = []
         for v in outs:
-            grown = _interval(ix, {**ranges, id(v): (0, _SLOPE_POINTS - 1)}, {})
+            grown = span({**ranges, id(v): (0, _SLOPE_POINTS - 1)})
             slopes.append(((grown[1] - grown[0]) - (base[1] - base[0])) / (_SLOPE_POINTS - 1))
         dims.append((size, base[1] - base[0], tuple(slopes)))
     return np.dtype(load.tensor.dtype).itemsize, tuple(dims)
@@ -567,8 +545,8 @@ def _unstrided_cost(info, ss, dm, terms=None):
             ragged, odd = share
             odd = min(1.0 - frac, odd)
             ragged = min(1.0 - frac - odd, ragged)
-            lanes = _blocked_cost(info, StageSchedule(tile=(1,) * (len(info.shape) - 1) + (ss.vectorize,)), dm)
-            return (1.0 - ragged - odd) * t + ragged * lanes + odd * naive
+            lane_cost = _blocked_cost(info, StageSchedule(tile=(1,) * (len(info.shape) - 1) + (ss.vectorize,)), dm)
+            return (1.0 - ragged - odd) * t + ragged * lane_cost + odd * naive
         if ss.vectorize > 1 and info.regions:
             q = full_fraction(info, (1,) * len(info.shape))
             lanes = max(0.0, 1.0 - (ss.vectorize - 1) * (1.0 - info.shared)) * min(1.0, q / 0.5)
@@ -744,11 +722,12 @@ def _rate(vec, dm):
 class _Terms:
     """The roofline terms of a block (:func:`_terms`)."""
 
-    __slots__ = ("compute", "mem", "loads", "busy", "red", "blocks", "acc", "live", "refill")
+    __slots__ = ("compute", "mem", "loads", "busy", "red", "blocks", "acc", "live", "refill", "footprint")
 
-    def __init__(self, compute, mem, loads, busy, red, blocks, acc, live, refill=0.0):
+    def __init__(self, compute, mem, loads, busy, red, blocks, acc, live, refill=0.0, footprint=(0.0, 0.0)):
         self.compute, self.mem, self.loads, self.busy = compute, mem, loads, busy
         self.red, self.blocks, self.acc, self.live, self.refill = red, blocks, acc, live, refill
+        self.footprint = footprint  # block_footprint's (bytes, lines)
 
 
 def _terms(info, ss, dm):
@@ -789,14 +768,15 @@ def _terms(info, ss, dm):
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
     if streams(info, dm) and not ss.nontemporal_stores(info.shape):
         dram_bytes += points * info.itemsize * info.outputs  # write-allocate: each line is read before it is written
-    refill = _refill_s(info, tile, blocks, dram_bytes, dm)
+    footprint = block_footprint(info, tile) if info.footprints else (0.0, 0.0)
+    refill = _refill_s(footprint, blocks, dram_bytes, dm)
     mem = cache_bytes / (dm.cache_gbs * 1e9) + dram_bytes / (dm.dram_gbs * 1e9) + refill
     loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
-    return _Terms(compute, mem, loads, busy, red, blocks, acc, live, refill)
+    return _Terms(compute, mem, loads, busy, red, blocks, acc, live, refill, footprint)
 
 
-def _refill_s(info, tile, blocks, dram_bytes, dm):
+def _refill_s(footprint, blocks, dram_bytes, dm):
     """Seconds of refilling the work-item's cache: where a block's reads over its reduction outgrow the working
     set ``dm.l1_bytes``, each block brings its footprint's lines in from the next level at ``dm.fill_gbs`` (beyond
     the lines memory brings once).  Below it, neighbouring blocks find their shared rows in the cache.
@@ -804,10 +784,8 @@ def _refill_s(info, tile, blocks, dram_bytes, dm):
     Measured (3x3/2/1 convolution, 16x32x56x56 -> 64 channels, de-interleaved input): 4x1x6x16/float16 blocks
     (244 KB each) 6.8 ms, 1x1x4x16 (44 KB) 5.4, 1x4x4x16 (four channels share the rows) 1.76, 1x8x2x16 1.78; the
     roofline terms had all at 1.1-1.7 ms."""
-    if not (dm.l1_bytes and dm.fill_gbs and info.footprints):
-        return 0.0
-    fp, lines = block_footprint(info, tile)
-    if fp <= dm.l1_bytes:
+    fp, lines = footprint  # block_footprint's
+    if not (dm.l1_bytes and dm.fill_gbs) or fp <= dm.l1_bytes:
         return 0.0
     return max(0.0, blocks * lines * LINE - dram_bytes) / (dm.fill_gbs * 1e9)
 
@@ -905,7 +883,7 @@ def stage_features(info, ss, dm):
         tile[-1] if rank else 1, tile[-2] if rank >= 2 else 1, math.prod(tile), ss.vectorize, ss.unroll,
         math.prod(ss.local_size) if ss.local_size else 0, math.prod(getattr(ss, "phase", None) or (1,)), k.blocks,
         k.acc, k.live,
-        full_fraction(own, q.tile) if q.tile else 1.0, cell, block_footprint(own, q.tile)[0],
+        full_fraction(own, q.tile) if q.tile else 1.0, cell, k.footprint[0],
         *(share or (0.0, 0.0)),
         k.compute, k.mem, k.loads, k.busy, naive_cost(info, dm), stage_cost(info, ss, dm, k), k.refill,
     )

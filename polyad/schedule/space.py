@@ -26,12 +26,12 @@ import islpy as isl
 import numpy as np
 
 from ..errors import PolyadError, ScheduleError
-from ..te.expr import Call, Const, Load, Reduce
+from ..te.expr import Call, Load, Reduce
 from ..te.memo import op_memo
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
 from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
-from .cost import _contiguous, _plus_free, _rate, _uses, block_count, stage_info, streams
+from .cost import _contiguous, _rate, _uses, block_count, scale_of, stage_info, streams
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
                     axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
                     paddable, rfactor_by, scheduled_graph, space_to_depth, stage_ops, strided_reads)
@@ -1243,33 +1243,13 @@ def _divided_rows(op, info, dm, graph):
 
 
 def _lane_stride(op):
-    """The largest constant ``k >= 2`` with which a read of the stage indexes its last dimension ``k * x`` plus terms
-    free of ``x``, the last output variable (a stride-2 pool's window ``X[.., 2*x + kw]``); None where no read does."""
+    """The largest :func:`~polyad.schedule.cost.scale_of` of a read's last index by the stage's last output
+    variable (a stride-2 pool's window ``X[.., 2*x + kw]``: 2); None where no read scales it."""
     from ..poly.stage import statements_of
 
-    def scaled(x):
-        def core(e):
-            return (isinstance(e, Call) and e.op == "mul" and len(e.args) == 2 and any(a is x for a in e.args)
-                    and any(isinstance(a, Const) and isinstance(a.value, int) and a.value >= 2 for a in e.args))
-        return core
-
-    best = None
-    for st in statements_of(op):
-        if not st.out_vars:
-            continue
-        x = st.out_vars[-1]
-        for n in post_order(tuple(st.values)):
-            if isinstance(n, Load) and n.indices and _plus_free(n.indices[-1], x, scaled(x)):
-                k = next(int(a.value) for a in _scaling(n.indices[-1], x).args if isinstance(a, Const))
-                best = max(best or 0, k)
-    return best
-
-
-def _scaling(index, x):
-    """The ``k * x`` term of an index :func:`_lane_stride` matched."""
-    if isinstance(index, Call) and index.op == "mul" and any(a is x for a in index.args):
-        return index
-    return next(_scaling(a, x) for a in index.args if isinstance(a, Call) and _uses(a, x))
+    ks = [scale_of(n.indices[-1], st.out_vars[-1]) for st in statements_of(op) if st.out_vars
+          for n in post_order(tuple(st.values)) if isinstance(n, Load) and n.indices]
+    return max((k for k in ks if k is not None), default=None)
 
 
 def _strided_lanes(op, info, dm, graph):
