@@ -972,7 +972,7 @@ class KernelWriter:
                               **{id(y): ("rhs", i, y.dtype) for i, y in enumerate(comb.rhs)}}, tensor),
                               _expressions_doc(comb.identity, {}, tensor))))
         op = self.spec.stage
-        ists = tuple((i.name, i.index, i.role, i.kind, i.tile, i.vec, str(i.domain))
+        ists = tuple((i.name, i.index, i.role, i.kind, i.tile, i.vec, i.shift, str(i.domain))
                      for i in self.statements.values() if i.stage is op)
         return repr((self.lk.key, self.ctx.wide, self.spec.name, self.spec.local_size, self.spec.nontemporal,
                      self.lk.grid_params, self.lk.grid_box, tuple(op.shape), tuple(tensor[id(t)] for t in self.args),
@@ -1221,7 +1221,7 @@ class KernelWriter:
         lines = []
         for d, v in enumerate(st.out_vars):
             step = vec if d == n - 1 else 1
-            o = _affine(ctx, [(tile[d], b[d]), (step, l[d])])
+            o = _affine(ctx, [(tile[d], b[d]), (step, l[d])] + ([(-ist.shift, "1")] if d == n - 1 else []))
             lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), o))
         for v, a in zip(st.red_vars, r):
             lines.append(c.Initializer(c.Const(c.Value(ctx.ctype(v.dtype), vnames[id(v)])), a))

@@ -43,7 +43,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..poly.scatter import scatter_form
 from ..poly.stage import box_set, dim_names, safe_name, statements_of
-from ..schedule import VECTOR_WIDTHS, remainder_widths
+from ..schedule import VECTOR_WIDTHS, moved_tile, remainder_widths
 from ..te.memo import Recent
 from . import phase
 from .reserved import is_reserved
@@ -89,6 +89,7 @@ class IslStatement:
     tile: tuple = None  # block statements: the tile sizes
     vec: int = 1  # block statements: vector width of the last output dim
     scatter: object = None  # role "scatter": the stage's poly.scatter.Scatter (its tuple lacks the picked dims)
+    shift: int = 0  # a block statement's last tile moved back by this many points: o = tile * b + l - shift
 
 
 @dataclass(frozen=True, eq=False)
@@ -303,22 +304,27 @@ def _join(*groups):
 _SPLIT = Recent(512)
 
 
-def _split_full_tiles(st, tile, vec, narrower=()):
+def _split_full_tiles(st, tile, vec, narrower=(), extent=None):
     """:func:`_split_tiles` of ``st``, remembered: it reads only the statement's domain and its dimensions."""
-    key = (st.domain.to_str(), st.n_out, len(st.vars), tuple(tile), vec, tuple(narrower))
+    key = (st.domain.to_str(), st.n_out, len(st.vars), tuple(tile), vec, tuple(narrower), extent)
     hit = _SPLIT.get(key)
-    return hit if hit is not None else _SPLIT.put(key, _split_tiles(st, tile, vec, narrower))
+    return hit if hit is not None else _SPLIT.put(key, _split_tiles(st, tile, vec, narrower, extent))
 
 
-def _split_tiles(st, tile, vec, narrower=()):
-    """(full-tile domain, groups, partial domain) of a statement over ``[b, l, r]`` (o = tile * b + l; l counts
-    vectors in the full tiles and the groups).
+def _split_tiles(st, tile, vec, narrower=(), extent=None):
+    """(full-tile domain, shifted last tiles' domain, groups, partial domain) of a statement over ``[b, l, r]``
+    (o = tile * b + l; l counts vectors in the full tiles and the groups).
 
     A tile (block ``b``) is full when all its output points are in the
     statement's output domain and they all reduce over the same reduction
     points: then one code path (unrolled points, vectors, no guards) covers
-    it.  In the other blocks, each vector group (the ``vec`` lanes of one
-    ``l``; one point when vec is 1) that is whole and reduces over one set
+    it.  With ``extent`` (the last output dimension's, given only where a point
+    may be computed twice: :func:`_shifts`), the last block along it, where it
+    is cut (a row of 28 in tiles of 16), is moved back to end at the row's end
+    (``o = tile * b + l - shift``) and is a full tile too, when it is one there
+    and fewer vectors than its remainder's groups (:func:`~polyad.schedule.moved_tile`).  In the
+    other blocks, each vector group (the ``vec``
+    lanes of one ``l``; one point when vec is 1) that is whole and reduces over one set
     still gets that code, with isl guards per group where groups differ
     (edges, triangular or strided domains).  Then, for each width ``w`` of
     ``narrower`` (decreasing, each dividing ``vec``), the whole ``w``-lane
@@ -326,12 +332,13 @@ def _split_tiles(st, tile, vec, narrower=()):
     ends in 8 points a row, one float8 group, not 8 scalar reductions one after
     another (``{ [b, l] : 0 <= l < 8 and 32b + l < 1000 }`` at ``b = 31``).
     The rest, groups whose lanes differ, stays in the partial domain (scalar
-    loops with exact isl bounds).  The domains partition the statement's
-    instances.
+    loops with exact isl bounds).  The domains cover the statement's instances, each once but those of the
+    shifted tiles' points that an earlier tile also computes.
 
     ``groups``: per width, widest first, ``(w, group_out, group, lanes)``: the groups' output points
     ``[b, lv]``, their vector updates ``[b, lv, r]`` (the reduction points every lane has) and their lanes' own
     updates ``[b, lv, lane, r]`` (a ragged group: lanes reducing over different sets).
+    ``shifted``: ``(shift, domain)``, the domain over ``[b, l, r]`` as the full tiles' (empty: none).
     Block coordinates are explicit dimensions, not floor expressions of the
     outputs, so the grid band has no existentially quantified variables.
     """
@@ -342,22 +349,24 @@ def _split_tiles(st, tile, vec, narrower=()):
     l = [f"pa_l{d}" for d in range(n)]
     r = [f"pa_r{k}" for k in range(m)]
     lbox = " and ".join(f"0 <= {x} < {t}" for x, t in zip(l, tile)) or "true"
-    o = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile, b, l)]
-    o0 = [f"{t}*{bb}" for t, bb in zip(tile, b)]
-    Dl = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o, r)}] : {lbox} }}").reverse())
-    D0 = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {lbox} }}").reverse())
     O = D.project_out(isl.dim_type.set, n, m).set_tuple_name(sname)
-    Ol = O.apply(isl.Map(f"{{ [{_join(b, l)}] -> {sname}[{_join(o)}] : {lbox} }}").reverse())
-    cand = Ol.project_out(isl.dim_type.set, n, n)
-    whole = cand.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))
-    missing = whole.subtract(Ol).project_out(isl.dim_type.set, n, n)
-    ragged = Dl.subtract(D0).union(D0.subtract(Dl)).project_out(isl.dim_type.set, n, n + m)
-    full_blocks = cand.subtract(missing).subtract(ragged).coalesce()
-    full = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {_vector_box(l, tile, vec)} }}")
-                   .reverse())
-    full = full.intersect(full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))).coalesce()
+    full_blocks, full, Dl = _full_tiles(D, O, tile, vec)
     covered = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))
     taken = full_blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))  # output points done
+    shift = moved_tile(extent, tile[-1], vec, narrower) if tile else 0
+    shifted = full.subtract(full)
+    if shift:
+        last = -(-extent // tile[-1]) - 1
+        blocks, shifted, _ = _full_tiles(D, O, tile, vec, shift, last)
+        if not blocks.is_empty():
+            # the points it computes, as the unshifted blocks number them
+            o = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile, b, l)]
+            moved = o[:-1] + [f"{o[-1]} - {shift}"]
+            at = blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))
+            at = at.apply(isl.Map(f"{{ [{_join(b, l)}] -> {sname}[{_join(moved)}] }}"))
+            at = at.apply(isl.Map(f"{{ [{_join(b, l)}] -> {sname}[{_join(o)}] : {lbox} }}").reverse())
+            taken = taken.union(at)
+            covered = covered.union(Dl.intersect(at.apply(isl.Map(f"{{ [{_join(b, l)}] -> [{_join(b, l, r)}] }}"))))
     groups = []
     for w in (vec,) + tuple(narrower):
         if w != vec and Dl.subtract(covered).is_empty():
@@ -370,7 +379,56 @@ def _split_tiles(st, tile, vec, narrower=()):
         covered = covered.union(points.apply(isl.Map(f"{{ [{_join(b, l)}] -> [{_join(b, l, r)}] }}")))
         taken = taken.union(points)
     partial = Dl.subtract(covered).coalesce()
-    return full, tuple(groups), partial
+    return full, (shift, shifted.coalesce()), tuple(groups), partial
+
+
+def _full_tiles(D, O, tile, vec, shift=0, last=None):
+    """``(blocks, full, Dl)`` of statement domain ``D`` (output domain ``O``) in tiles of ``tile``, for
+    :func:`_split_tiles`: the full blocks ``[b]``, their instances over ``[b, lv, r]`` (the last ``lv`` counting
+    ``vec``-lane vectors), and every instance over ``[b, l, r]``; with ``shift``, of the blocks at ``last`` along the
+    last dimension moved back by ``shift`` points."""
+    sname = D.get_tuple_name()
+    n = O.dim(isl.dim_type.set)
+    m = D.dim(isl.dim_type.set) - n
+    b = [f"pa_b{d}" for d in range(n)]
+    l = [f"pa_l{d}" for d in range(n)]
+    r = [f"pa_r{k}" for k in range(m)]
+    lbox = " and ".join(f"0 <= {x} < {t}" for x, t in zip(l, tile)) or "true"
+    back = f" - {shift}" if shift else ""
+    at = f" and {b[-1]} = {last}" if last is not None else ""
+    o = [f"{t}*{bb} + {ll}" + (back if d == n - 1 else "") for d, (t, bb, ll) in enumerate(zip(tile, b, l))]
+    o0 = [f"{t}*{bb}" + (back if d == n - 1 else "") for d, (t, bb) in enumerate(zip(tile, b))]
+    Dl = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o, r)}] : {lbox}{at} }}").reverse())
+    D0 = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {lbox}{at} }}").reverse())
+    Ol = O.apply(isl.Map(f"{{ [{_join(b, l)}] -> {sname}[{_join(o)}] : {lbox}{at} }}").reverse())
+    cand = Ol.project_out(isl.dim_type.set, n, n)
+    whole = cand.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l)}] : {lbox} }}"))
+    missing = whole.subtract(Ol).project_out(isl.dim_type.set, n, n)
+    ragged = Dl.subtract(D0).union(D0.subtract(Dl)).project_out(isl.dim_type.set, n, n + m)
+    blocks = cand.subtract(missing).subtract(ragged).coalesce()
+    full = D.apply(isl.Map(f"{{ [{_join(b, l, r)}] -> {sname}[{_join(o0, r)}] : {_vector_box(l, tile, vec)}{at} }}")
+                   .reverse())
+    full = full.intersect(blocks.apply(isl.Map(f"{{ [{_join(b)}] -> [{_join(b, l, r)}] }}"))).coalesce()
+    return blocks, full, Dl
+
+
+#: whether a cut last tile moves back to the row's end, a full tile (:func:`_split_tiles`; False: what the tests
+#: compare with)
+SHIFT_LAST = True
+
+
+def _shift_extent(stmts, shape):
+    """The last output dimension's extent where :func:`_split_tiles` may move a stage's cut last tiles back, so that
+    two work-items compute some points alike and both store them: not on a phased stage, and only where no
+    statement writes another's points (a later one overwrites or accumulates into them: the second work-item's
+    first statement would undo the first's second); None where not."""
+    if not SHIFT_LAST or not shape or any(isinstance(st, phase.PhasedStatement) or st.accumulate for st in stmts):
+        return None
+    outs = [st.domain.project_out(isl.dim_type.set, st.n_out, len(st.vars) - st.n_out).reset_tuple_id()
+            for st in stmts]
+    if any(not a.intersect(c).is_empty() for i, a in enumerate(outs) for c in outs[i + 1:]):
+        return None
+    return shape[-1]
 
 
 def _vector_box(l, tile, w):
@@ -396,7 +454,6 @@ def _vector_groups(D, O, sname, tile, w, taken):
     vbox = _vector_box(lv, tile, w)
     og = [f"{t}*{bb} + {ll}" for t, bb, ll in zip(tile[:-1], b[:-1], lv[:-1])] + (
         [f"{tile[-1]}*{b[-1]} + {w}*{lv[-1]} + pa_lane"] if n else [])
-    og0 = [x.replace(" + pa_lane", "") for x in og]
     gbox = f"{vbox} and 0 <= pa_lane < {w}"
     DG = D.apply(isl.Map(f"{{ [{_join(b, lv, lane, r)}] -> {sname}[{_join(og, r)}] : {gbox} }}").reverse())
     OG = O.apply(isl.Map(f"{{ [{_join(b, lv, lane)}] -> {sname}[{_join(og)}] : {gbox} }}").reverse())
@@ -503,9 +560,10 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None, wid
     blocks = tuple(-(-s // t) for s, t in zip(shape or op.shape, tile))
     ists, parts = [], []
     unrolled = isl.ast_loop_type.unroll
+    extent = _shift_extent(stmts, shape or op.shape)
     for si, (st, base) in enumerate(zip(stmts, bases)):
         narrower = remainder_widths(vec, widths) if st.combiner is not None else ()
-        full, groups, partial = _split_full_tiles(st, tile, vec, narrower)
+        full, (shift, shifted), groups, partial = _split_full_tiles(st, tile, vec, narrower, extent)
         m = len(st.vars) - st.n_out
 
         def points(x):
@@ -522,17 +580,19 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None, wid
             return _point_band(one, [ist], exprs_of) if full else _guarded_band(one, [ist], exprs_of)
 
         blk = dict(stage=op, stmt=st, index=si, kind="block", tile=tile, vec=vec)
-        if not full.is_empty():
-            name = base + "_t"
+        for name, dom, moved in ((base + "_t", full, 0), (base + "_s", shifted, shift)):
+            if dom.is_empty():
+                continue
+            tb = dict(blk, shift=moved)
             if st.combiner is None:
-                ist = IslStatement(name, role="assign", domain=full.set_tuple_name(name), **blk)
+                ist = IslStatement(name, role="assign", domain=dom.set_tuple_name(name), **tb)
                 ists.append(ist)
                 parts.append(banded(ist))
             else:
-                out = full.project_out(isl.dim_type.set, 2 * n, m)
-                init = IslStatement(name + "_init", role="init", domain=out.set_tuple_name(name + "_init"), **blk)
-                upd = IslStatement(name, role="update", domain=full.set_tuple_name(name), **blk)
-                fin = IslStatement(name + "_final", role="final", domain=out.set_tuple_name(name + "_final"), **blk)
+                out = dom.project_out(isl.dim_type.set, 2 * n, m)
+                init = IslStatement(name + "_init", role="init", domain=out.set_tuple_name(name + "_init"), **tb)
+                upd = IslStatement(name, role="update", domain=dom.set_tuple_name(name), **tb)
+                fin = IslStatement(name + "_final", role="final", domain=out.set_tuple_name(name + "_final"), **tb)
                 ists += [init, upd, fin]
                 # unroll-and-jam: the block's points inside the reduction loop, one accumulator each
                 u = _reduction_bands(
@@ -622,7 +682,8 @@ def _point_map(ist, m_max):
         step = ist.vec if ist.kind == "lane" else vec
         cons = []
         for d, t in enumerate(ist.tile):
-            lo = f"{t}*{names[d]} + {step if d == n - 1 else 1}*{names[n + d]}"
+            lo = f"{t}*{names[d]} + {step if d == n - 1 else 1}*{names[n + d]}" + (
+                f" - {ist.shift}" if d == n - 1 and ist.shift else "")
             if d == n - 1 and ist.kind == "lane":
                 lo += f" + {names[2 * n]}"
             cons.append(f"{lo} <= pa_p{d} < {lo} + {vec}" if d == n - 1 and vec > 1 else f"pa_p{d} = {lo}")
@@ -647,7 +708,7 @@ def _legality_key(ists, sched):
     """Everything check_legality reads: the schedule (with its statements' domains) and each statement's role,
     order, block shape and phase."""
     return sched.to_str(), tuple(
-        (ist.name, ist.role, ist.index, ist.kind, ist.tile, ist.vec, ist.stmt.n_out, len(ist.stmt.vars),
+        (ist.name, ist.role, ist.index, ist.kind, ist.tile, ist.vec, ist.shift, ist.stmt.n_out, len(ist.stmt.vars),
          getattr(ist.stmt, "strides", None), getattr(ist.stmt, "offsets", None), getattr(ist.stmt, "skew", None),
          ist.domain.to_str()) for ist in ists)
 
@@ -673,8 +734,10 @@ def check_legality(op, ists, sched):
 
 def _check_legality(op, ists, sched):
     groups = {}
-    for ist in ists:  # the phases of a phased stage write disjoint points: checked one by one
-        groups.setdefault(getattr(ist.stmt, "offsets", None), []).append(ist)
+    # the phases of a phased stage write disjoint points: checked one by one; a shifted last tile computes its
+    # points again, on its own: its work-item's chain is checked apart from the earlier tile's
+    for ist in ists:
+        groups.setdefault((getattr(ist.stmt, "offsets", None), ist.shift), []).append(ist)
     if len(groups) > 1:
         for g in groups.values():
             _check_legality(op, g, sched)
@@ -814,7 +877,7 @@ def build_tree(stages, schedule, widths=None):
         if blocks is None and tile is not None:
             bases = tuple(c_identifier(f"{kname}_{st.name}", used_stmt) for st in stmts)
             key = (id(op), kname, bases, tile, vec, unroll, sched_of.grid_dims, sched_of.phase, UNROLL_IN_PRINTER,
-                   PHASE_IN_GRID, SPLIT_GUARDED, widths)
+                   PHASE_IN_GRID, SPLIT_GUARDED, SHIFT_LAST, widths)
             hit = _TILED.get(key)
             if hit is None:
                 ists, sched = _tiled_stage(op, stmts, bases, tile, vec, unroll, sched_of.grid_dims, shape, widths)

@@ -56,8 +56,8 @@ def test_a_remainder_of_eight_runs_as_one_float8_group_a_row(unroll):
 
 
 def test_the_remainder_takes_each_narrower_width_once_and_scalars_last():
-    Y, ins = _matmul(cols=45)  # 45 = 32 + 8 + 4 + 1
-    prog = generate([Y], ins, _sched())
+    Y, ins = _matmul(cols=45)  # 45 = 32 + 8 + 4 + 1, in a tile wider than the row (no last tile to move back)
+    prog = generate([Y], ins, _sched(tile=(2, 64)))
     body = _body(prog.source)
     assert "vstore8(acc0_0_b8[" in body and "vstore4(acc0_0_b4[" in body and "vstore2(" not in body
     assert "acc0_0 = " in body  # the last column: one scalar reduction a row
@@ -72,7 +72,9 @@ def test_the_remainder_uses_only_the_widths_the_device_compiles():
     assert "float8" not in prog.source and body.count("vstore4(acc0_0_b4[") == 4  # 2 rows, two float4 groups a row
     _run(prog, [Y], ins)
     only16 = codegen(g, ins, loop, widths=(1, 16))
-    assert "acc0_0 = " in _body(only16.source)  # nothing narrower: the scalar reductions, as before
+    # nothing narrower: 8 scalar reductions a row, or the last tile moved back, a float16 vector of columns 24-39
+    body = _body(only16.source)
+    assert "acc0_0 = " not in body and "float8" not in only16.source and body.count("int const j = 24;") == 6
     _run(only16, [Y], ins)
 
 
@@ -115,7 +117,8 @@ def test_the_split_partitions_the_statement(case):
         Y, ins, _ = triangular_cumsum(n=23) if case == "triangular" else strided_conv_dx(n_in=28)
         tile, vec = (16,), 8
     (st,) = [s for s in statements_of(Y.op) if s.combiner is not None][:1]
-    full, groups, partial = _split_tiles(st, tile, vec, tuple(w for w in (8, 4, 2) if w < vec))
+    full, (shift, shifted), groups, partial = _split_tiles(st, tile, vec, tuple(w for w in (8, 4, 2) if w < vec))
+    assert shift == 0 and shifted.is_empty()  # no extent given: no tile moves
     m = len(st.vars) - st.n_out
     total = _count(full) * vec + _count(partial)
     for w, out, group, lanes in groups:

@@ -321,9 +321,9 @@ def test_unchanged_stages_reuse_their_ast_tile_split_and_legality_check(monkeypa
         calls["legal"] += 1
         return real_check(op, ists, s)
 
-    def counting_split(st, tile, vec, narrower=()):
+    def counting_split(st, tile, vec, narrower=(), extent=None):
         calls["split"] += 1
-        return real_split(st, tile, vec, narrower)
+        return real_split(st, tile, vec, narrower, extent)
 
     def forget():
         for mod, name in ((lower, "_MEMO"), (tree, "_LEGAL"), (tree, "_SPLIT")):
