@@ -380,10 +380,17 @@ def test_the_model_charges_a_box_stages_edge_groups_as_vectors():
     every = (1, 2, 4, 8, 16)
     assert box_groups((32, 1000), (8, 32), 16, every, True) == pytest.approx(8 / 1000)  # one float8 group a row
     assert box_groups((32, 1000), (8, 32), 16, (1, 4, 16), True) == pytest.approx(8 / 1000)  # two float4 groups
-    assert box_groups((32, 1000), (8, 32), 16, (1, 16), True) == 0.0  # nothing narrower: scalar
-    assert box_groups((32, 1000), (8, 32), 16, every, False) == 0.0  # an assignment keeps a scalar remainder
+    assert box_groups((32, 1000), (8, 32), 16, (1, 16), True, moved=False) == 0.0  # nothing narrower: scalar
+    assert box_groups((32, 1000), (8, 32), 16, every, False, moved=False) == 0.0  # an assignment's scalar remainder
     assert box_groups((60, 1024), (8, 32), 16, (1, 16), True) == pytest.approx(4 / 60)  # edge rows: whole groups
-    assert box_groups((1, 45), (1, 32), 16, every, True) == pytest.approx(12 / 45)  # 8 + 4, the last column scalar
+    assert box_groups((1, 45), (1, 32), 16, every, True, moved=False) == pytest.approx(12 / 45)  # 8 + 4, a scalar
+    # a remainder taking more groups than a tile's two vectors: the last tile moved back, 32 points charged
+    assert box_groups((32, 1000), (8, 32), 16, (1, 16), True) == pytest.approx(32 / 1000)
+    assert box_groups((32, 1000), (8, 32), 16, every, False) == pytest.approx(32 / 1000)
+    assert box_groups((1, 45), (1, 32), 16, every, True) == pytest.approx(32 / 45)
+    # rows of 28 in 3x16 tiles: the full rows' last tile moved, the edge rows' rest (28 % 3 = 1) in float8 and float4
+    assert box_groups((28, 28), (3, 16), 16, every, True) == pytest.approx(1 / 28 * 16 / 28 + 27 / 28 * 16 / 28
+                                                                           + 1 / 28 * 12 / 28)
 
     def matmul(n):
         A = pa.placeholder((32, 1000), name="A")
