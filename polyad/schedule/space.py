@@ -313,7 +313,7 @@ def _per_channel_read(info, rank):
 def _strided_windows(op, info, dm):
     """A convolution's forward that reads its input at a stride over its outputs (``X[3y + kh, 3x + kw]``)
     reads a de-interleaved copy instead: consecutive outputs then read consecutive elements, and the stage is
-    a box reduction (``box_rows``)."""
+    a box reduction, in vector blocks along its rows."""
     if dm.kind != "cpu" or info is None or not info.reduction or not info.simple or len(op.shape) < 3:
         return []
     if info.iterations < _const("strided_windows", "min_iterations"):
@@ -1157,31 +1157,6 @@ def _padded_rows(op, info, dm, graph):
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
 
 
-def _box_rows(op, info, dm, graph):
-    """The block of an unpadded box reduction (NCHW's convolution: one read along the rows that the channels
-    share, one per-channel read that the row broadcasts) whose rows no vector width divides: a whole scalar row
-    (LLVM packs it into vectors: 26 as 16 + 8 + 2) by the most channels that keep at most ``max_vectors``
-    accumulators.  The model charges the row as scalars and every vector block along it as partial blocks."""
-    if dm.kind != "cpu" or _padded(op) or not info.reduction or not info.simple or info.strided or info.regions:
-        return []  # a clipped sum (regions: a data gradient without pad_reads) was not measured
-    rank, e = len(op.shape), op.shape[-1] if op.shape else 0
-    if rank < 3 or e > _const("box_rows", "max_row") or e < _const("box_rows", "min_row"):
-        return []
-    shared = any(rank - 1 in used and contig and 1 not in used for used, contig in info.loads)
-    if not (shared and _per_channel_read(info, rank)):
-        return []
-    if any(v <= dm.vector_width and v in dm.widths and e % v == 0 for v in _const("box_rows", "widths")):
-        return []  # vector blocks fill the row: the model ranks them (lenet's 8-wide conv2d_1: no gain measured)
-    w = max(1, dm.vector_width)
-    per_row = e // w + bin(e % w).count("1")  # the vectors LLVM packs a scalar row into (26: 16 + 8 + 2)
-    most = _const("box_rows", "max_vectors") // max(1, per_row)
-    fit = [c for c in _const("box_rows", "channels") if c <= min(most, op.shape[1])]
-    # a block that divides the channels, else the widest: a few channels' rows in naive loops cost less than
-    # unshared loads (conv2d_3x3's 19 channels: 1x4x1x26 0.643 ms, 1x2x1x26 0.756, 1x1x2x26 1.21)
-    c = next((c for c in fit if op.shape[1] % c == 0), fit[0] if fit else 1)
-    return [StageSchedule(tile=(1, c) + (1,) * (rank - 3) + (e,))]
-
-
 def _plain_copy(op):
     """Reads, casts and selects against zero whose conditions are on indices only (a crop, a zero-padded or
     de-interleaved copy; not a pool's gradient, whose selects read an argmax)."""
@@ -1886,7 +1861,8 @@ RULES = (
          {"min_iterations": 1 << 16},
          "conv2d_5x5_s3's forward (32x19x19x19 from 32x17x58x58, padding 1), PoCL, 2-core Zen 5, medians of 9 "
          "alternating rounds: 14.6 ms on the materialised padding in the model's 4x1x6x1 blocks, 3.6 ms on the "
-         "copy (1x1x1x1x4x20/float4) in box_rows' 1x4x1x19 blocks",
+         "copy (1x1x1x1x4x20/float4) in 1x4x1x19 blocks (box_rows', a rule since retired: vector blocks along "
+         "the row, the cut last one moved back, run faster)",
          target="space_to_depth", propose=_strided_windows),
     Rule("rfactor_batch_lanes", "graph",
          "CPU: a sum whose innermost output is narrower than half a vector (a conv weight gradient) and whose rows "
@@ -2010,18 +1986,6 @@ RULES = (
          **_deciding("padded_rows", _padded_rows),
          note=lambda op, info, dm: f"a padded box reduction: whole rows of {op.shape[-1]} as vectors, channels "
                                    f"sharing their loads"),
-    Rule("box_rows", "stage", "an unpadded box reduction (CPU; a convolution's forward) whose rows no vector "
-         "width divides: a whole scalar row (LLVM packs it) by the most channels that share its loads within "
-         "max_vectors accumulators (those dividing the channels first)",
-         {"widths": (16, 8, 4), "min_row": 8, "max_row": 64, "max_vectors": 16, "channels": (4, 2)},
-         "conv2d_3x3's forward (32x19x26x26 from 32x17x28x28), PoCL, 2-core Zen 5, 185 tuner measurements, "
-         "fastest of each: 1x4x1x26 scalar 0.644 ms, 1x2x2x26 0.661, 1x8x1x26 0.773, 1x1x1x26 1.19; the model's "
-         "favourite 1x1x1x26/float2 2.24, every vector block along the row 2.0-27 ms (26 splits into no vector "
-         "width: partial blocks run the naive loops); the model ranked the candidates against their times at "
-         "rank correlation -0.3.  Without padding (materialise_padding), medians of 7 alternating rounds: dilation 2 "
-         "(32x19x26x26) 1x4x1x26 0.97 ms, 1x2x1x26 1.12, 1x1x1x26 1.65; 8x16x30x30 1x4x1x30 0.28, 1x1x1x30 0.44",
-         **_deciding("box_rows", _box_rows),
-         note=lambda op, info, dm: f"a box reduction: whole rows of {op.shape[-1]}, channels sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
          "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
          "in the widest vectors dividing the row; the naive loops where none divides it",
@@ -2168,7 +2132,7 @@ RULES = (
     Rule("block_steps", "stage",
          "for the tuner: the blocks one step from a deciding rule's (a tile dimension doubled or halved, the vector "
          "width doubled or halved, unroll 1, 2 or 4 on a reduction); the model does not rank them",
-         {"of": ("batch_blocks", "padded_rows", "box_rows", "copy_rows", "batch_back", "batch_last_copy",
+         {"of": ("batch_blocks", "padded_rows", "copy_rows", "batch_back", "batch_last_copy",
                  "row_partials", "lane_partials"), "unrolls": (1, 2, 4)},
          "not timed as a family: the deciding rules' own measurements (above) visited 3-8 such neighbours each, "
          "and found 1.3-2x between them; the tuner's search had no way to their other neighbours "

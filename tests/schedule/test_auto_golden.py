@@ -94,32 +94,29 @@ def _conv(size, pad=0, dilation=1, c_out=19):
     return pa.nn.conv2d(X, W, padding=pad, dilation=dilation), X, W
 
 
-def test_box_rows_blocks_a_convolution_whose_rows_no_vector_divides_in_scalar_rows_by_channels():
-    """conv2d_3x3's forward (26-wide rows): 1x4x1x26 scalar 0.64 ms measured against the model's 1x1x1x26/float2
-    2.24 ms; 19 channels take blocks of 4 that do not divide them (the last 3 channels' rows run naive loops)."""
+def test_a_convolution_whose_rows_no_vector_divides_runs_vector_blocks_along_them():
+    """conv2d_3x3's forward (26-wide rows) ran whole scalar rows by channels (the retired rule box_rows: 1x4x1x26
+    0.64 ms against vector blocks' 2.0-27 ms, whose remainders then ran naive loops).  With the remainder in
+    narrower groups, or the cut last tile moved back (codegen), the model's vector blocks run faster: 0.62 -> 0.44
+    ms (conv2d_dilated's forward 0.40 -> 0.21, conv2d_5x5_s3's 0.85x; alternating pairs, 21 rounds)."""
     dm = MODELS["zen5-former-constants"]
-    Y, _, _ = _conv(28)  # 26 wide: no vector of 16, 8 or 4 divides it
-    s = auto_schedule([Y], device=dm)
-    assert s.stages[Y.name] == StageSchedule(tile=(1, 4, 1, 26))
-    assert any("a box reduction: whole rows of 26" in n for n in s.notes), s.notes
-    Y8, _, _ = _conv(28, c_out=8)  # channels that a block of 4 divides; 8 such blocks within max_vectors
-    assert auto_schedule([Y8], device=dm).stages[Y8.name] == StageSchedule(tile=(1, 4, 1, 26))
-    Yv, _, _ = _conv(34)  # 32 wide: vector blocks fill the row, and the model ranks them
-    assert not any("box reduction" in n for n in auto_schedule([Yv], device=dm).notes)
-    assert auto_schedule([Y], device=MODELS["gpu-former-constants"]).stages.get(Y.name) != StageSchedule(
-        tile=(1, 4, 1, 26))  # a CPU rule: LLVM's packing of a scalar row
+    for Y in (_conv(28)[0], _conv(28, c_out=8)[0], _conv(34)[0]):  # 26, 26 and 32 wide
+        s = auto_schedule([Y], device=dm)
+        ss = s.stages[Y.name]
+        assert ss.vectorize > 1 and ss.tile[-1] % ss.vectorize == 0, ss
+        assert not any("whole rows" in n for n in s.notes), s.notes
 
 
 def test_materialise_padding_keeps_a_padded_convolutions_zero_padding_apart_on_a_cpu():
     """Inlined, the padding guards each of the convolution's reads: 9.3-15 ms against 0.77-1.28 without padding
-    (3x3, 32x19x26x26); materialised, the convolution is an unpadded box reduction (box_rows)."""
+    (3x3, 32x19x26x26); materialised, the convolution is an unpadded box reduction, in vector blocks."""
     dm = MODELS["zen5-former-constants"]
     Y, _, _ = _conv(24, pad=1, dilation=2)  # 22 wide
     pad = next(t for t in Y.op.input_tensors if t.name.endswith("_pad"))
     s = auto_schedule([Y], device=dm)
     assert pad.name not in s.inline and pad.name in s.stages
     assert any(n.startswith(f"materialise {pad.name}: a zero-padded copy read by a reduction") for n in s.notes)
-    assert s.stages[Y.name] == StageSchedule(tile=(1, 4, 1, 22))
+    assert s.stages[Y.name].vectorize > 1
     assert pad.name in auto_schedule([Y], device=MODELS["gpu-former-constants"]).inline  # not measured there
 
 
@@ -228,14 +225,14 @@ def test_the_tuner_gets_the_blocks_one_step_from_a_deciding_rules():
 
 @pytest.mark.opencl
 @pytest.mark.parametrize("size, pad, dilation", [(28, 0, 1), (24, 1, 2)])
-def test_box_rows_and_a_materialised_padding_build_and_equal_evaluate(opencl, size, pad, dilation):
+def test_rows_no_vector_divides_and_a_materialised_padding_build_and_equal_evaluate(opencl, size, pad, dilation):
     import numpy as np
 
     import polyad as pa
 
     Y, X, W = _conv(size, pad=pad, dilation=dilation)
     s = auto_schedule([Y], device=MODELS["zen5-former-constants"])
-    assert any("box reduction" in n for n in s.notes)
+    assert s.stages[Y.name].vectorize > 1 and Y.shape[-1] % s.stages[Y.name].vectorize  # a remainder a row
     rng = np.random.default_rng(3)
     x = rng.standard_normal(X.shape).astype("float32")
     w = rng.standard_normal(W.shape).astype("float32")
