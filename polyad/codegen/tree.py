@@ -419,13 +419,15 @@ SHIFT_LAST = True
 
 def _shift_extent(stmts, shape):
     """The last output dimension's extent where :func:`_split_tiles` may move a stage's cut last tiles back, so that
-    two work-items compute some points alike and both store them: not on a phased stage, and only where no
-    statement writes another's points (a later one overwrites or accumulates into them: the second work-item's
-    first statement would undo the first's second); None where not."""
-    if not SHIFT_LAST or not shape or any(isinstance(st, phase.PhasedStatement) or st.accumulate for st in stmts):
+    two work-items compute some points alike and both store them: only where no statement writes another's points
+    (a later one overwrites or accumulates into them: the second work-item's first statement would undo the
+    first's second); None where not.  A phased stage's statements are its statements' phases (``shape``: the
+    ``q`` extents), which write apart."""
+    srcs = list({id(x): x for x in (getattr(st, "source", None) or st for st in stmts)}.values())
+    if not SHIFT_LAST or not shape or any(st.accumulate for st in srcs):
         return None
     outs = [st.domain.project_out(isl.dim_type.set, st.n_out, len(st.vars) - st.n_out).reset_tuple_id()
-            for st in stmts]
+            for st in srcs]
     if any(not a.intersect(c).is_empty() for i, a in enumerate(outs) for c in outs[i + 1:]):
         return None
     return shape[-1]

@@ -551,7 +551,7 @@ def _unstrided_cost(info, ss, dm, terms=None):
             q = full_fraction(info, (1,) * len(info.shape))
             lanes = max(0.0, 1.0 - (ss.vectorize - 1) * (1.0 - info.shared)) * min(1.0, q / 0.5)
         elif ss.vectorize > 1 and not info.strided:  # a box: its edge blocks' whole groups run as vectors
-            share = box_groups(info.shape, ss.tile, ss.vectorize, dm.widths, info.reduction, info.phases == 1)
+            share = box_groups(info.shape, ss.tile, ss.vectorize, dm.widths, info.reduction)
             return (frac + share) * t + max(0.0, 1.0 - frac - share) * naive
         t = frac * t + (1.0 - frac) * (lanes * t + (1.0 - lanes) * naive)
         return t
@@ -577,7 +577,7 @@ def box_groups(shape, tile, vec, widths, reduction, moved=True):
     :param vec: the vector width of its last dimension.
     :param widths: the vector widths the device compiles.
     :param reduction: True when the stage reduces (assignments keep a scalar remainder).
-    :param moved: whether codegen may move its last tiles (not a phased stage's).
+    :param moved: whether codegen moves its last tiles (False: as it did before it could).
     :returns: a float, at least 0.
     """
     n, t = shape[-1], tile[-1]
