@@ -7,6 +7,7 @@ docs/scheduling.md (stride phases) has the measurements: conv2d_5x5_s3 dX 18.3 -
 """
 
 import dataclasses
+import math
 import pathlib
 import sys
 
@@ -124,6 +125,28 @@ def test_phased_cost_follows_the_measurements_at_the_bench_shape():
     assert phase_build_s(StageSchedule(tile=(1, 17, 1, 4), vectorize=4)) == 0.0
     f = stage_features(info, StageSchedule(phase=ph, tile=(1, 17, 1, 16), vectorize=16), ZEN5_CALIBRATED)
     assert f["phases"] == 9 and f["cost_s"] == best and f["stride_cell"] == 0.0
+
+
+def test_full_width_accumulators_past_the_registers_are_charged_what_they_spill():
+    """A 3x3/2/1 conv2d's phased data gradient (16x32x56x56 -> 64) on the Zen 5 VM (thirty-second session, medians
+    of 7 profiles): 1x8x2x16/float16 (16 accumulators) 3.75 ms, 1x32x1x16 (32, and the operands: 34 live in 32
+    registers) 6.62; a spilled full-width register is a 64-byte store and load each step (a slope of 1 a register
+    over).  Narrower vectors keep the slope of 4: on the Zen 4 (AVX2), 17 float4 accumulators ran best."""
+    X = pa.placeholder((16, 32, 56, 56), name="X")
+    W = pa.placeholder((64, 32, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = uniquely_named([pa.differentiate(Y, [X], head=H)[0]])
+    op = stage_ops(fold(grads, "d_X_from_conv2d_pad"))[1]["d_X_from_conv2d_pad"]
+    info = stage_info(op)
+
+    def cost(tile):
+        return stage_cost(info, StageSchedule(phase=(1, 1, 2, 2), tile=tile, vectorize=16), ZEN5_CALIBRATED)
+
+    assert cost((1, 8, 2, 16)) < cost((1, 32, 1, 16)) / 1.3
+    s = auto_schedule(grads, device=ZEN5_CALIBRATED)
+    ss = s.stages["d_X_from_conv2d_pad"]
+    assert ss.phase == (1, 1, 2, 2) and math.prod(ss.tile) // ss.vectorize == 16, ss
 
 
 def test_auto_picks_phases_for_the_strided_conv_data_gradient_only():
