@@ -320,6 +320,8 @@ def _strided_windows(op, info, dm):
         return []
     if strided_reads(op):
         return []  # a reduction variable's stride: strided_reads decides
+    if _filters_innermost(op, info, dm):
+        return []  # its input broadcast along the channels: read at any stride alike
     inner = _statement(op).out_vars[-1]
     found = [x for x in strided_reads(op, over="output")
              if x[1][-1] > 1 and all(_uses(l.indices[-1], inner) for l in x[2])]
@@ -358,6 +360,28 @@ def _batch_lanes(op, info, dm):
         f"its rows ({op.shape[-1]}) are not whole vectors of {vw}"
     return [(0, f"innermost {op.name}: {why}; with the batch ({op.shape[0]}) innermost its vectors run along the "
                 "batch, loads and stores contiguous")]
+
+
+def _filters_innermost(op, info, dm):
+    """CPU: a convolution (rank 4: a box reduction reading a weight per output channel, ``W[k, ..]``, and an input
+    that the channels share, ``X[n, .., y, x]``) whose rows are shorter than a vector runs with its output channels
+    innermost: vectors along them, the weight through a copy with them last, the input one value for all lanes.
+    A 3x3 conv2d on 14x14 rows cannot fill a float16 vector along them (a moved tile computes 16 points for 14);
+    along 128 channels each vector is whole, and each weight vector serves every point of the block."""
+    if dm.kind != "cpu" or info is None or not info.reduction or not info.simple or info.strided:
+        return []
+    vw, rank = max(dm.vector_width, 1), len(op.shape)
+    if rank != 4 or vw < 2 or op.shape[-1] >= vw or op.shape[1] % vw or op.shape[1] < _const(
+            "filters_innermost", "min_vectors") * vw or info.iterations < _const("filters_innermost", "min_iterations"):
+        return []
+    shared = any(rank - 1 in used and 1 not in used for used, _ in info.loads)
+    if not (shared and _per_channel_read(info, rank)) or any(1 in u and rank - 1 in u for u, _ in info.loads):
+        return []
+    if movable(op, 1) is not None:  # the channel read other than as a plain index
+        return []
+    return [(1, f"innermost {op.name}: its rows ({op.shape[-1]}) are shorter than a vector of {vw}; with its "
+                f"{op.shape[1]} channels innermost its vectors run along them, the weight read through a copy with "
+                "them last, the input one value for all lanes")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1094,7 +1118,9 @@ def _batch_blocks(op, info, dm, graph):
     dimension by ``lanes`` of the moved one, in vectors, each phase dense where its outputs are strided."""
     from .phase import phase_strides
 
-    if dm.kind != "cpu" or "innermost_of" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
+    if dm.kind != "cpu" or getattr(op, "attrs", {}).get("dim", -1) != 0 or "innermost_of" not in op.attrs:
+        return []  # the batch moved (filters_innermost's channels: the model ranks their blocks)
+    if len(op.shape) < 2:
         return []
     lanes = math.gcd(op.shape[-1], _const("batch_blocks", "lanes"))
     vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and lanes % v == 0), default=1)
@@ -1107,6 +1133,21 @@ def _batch_blocks(op, info, dm, graph):
         row = min(op.shape[-2], -(-_const("batch_blocks", "accumulators") // c))
     tile = (c,) + (1,) * (len(op.shape) - 3) + ((row,) if len(op.shape) >= 3 else ()) + (lanes,)
     return [StageSchedule(tile=tile, vectorize=vec, phase=phase)]
+
+
+def _channel_lane_blocks(op, info, dm, graph):
+    """The block of a convolution :func:`_filters_innermost` moved (CPU, ``[n, y, x, k]``): ``lanes`` channels (two
+    vectors where they divide the channels) by as many points of a row pair as make up ``accumulators``: each
+    weight vector serves every point, each input value every vector of the point."""
+    if dm.kind != "cpu" or getattr(op, "attrs", {}).get("dim") != 1 or "innermost_of" not in op.attrs:
+        return []
+    vw = max(dm.vector_width, 1)
+    if len(op.shape) != 4 or vw < 2 or op.shape[-1] % vw:
+        return []
+    lanes = 2 * vw if op.shape[-1] % (2 * vw) == 0 else vw
+    points = max(1, _const("channel_lane_blocks", "accumulators") * vw // lanes)
+    rows = min(op.shape[1], _const("channel_lane_blocks", "rows"))
+    return [StageSchedule(tile=(1, rows, min(op.shape[2], max(1, points // rows)), lanes), vectorize=vw)]
 
 
 def _batch_back(op, info, dm, graph):
@@ -1839,6 +1880,17 @@ RULES = (
          "+ 0.18 + 0.09 ms; lenet_step's second conv dX (rows of 12, batch 64) 0.55 -> 0.28 + 0.13 + 0.04 ms "
          "(backward 1.79 -> 1.61)",
          target="innermost", propose=_batch_lanes),
+    Rule("filters_innermost", "graph",
+         "CPU: a convolution (rank 4) whose rows are shorter than a vector and whose output channels fill at least "
+         "min_vectors vectors is computed with its channels innermost (innermost(stage, 1)): vectors along them, "
+         "the weight through a copy with them last, the input broadcast; before strided_windows' copy, which it "
+         "makes needless",
+         {"min_vectors": 2, "min_iterations": 1 << 20},
+         "PoCL, 2-core Zen 5, a 3x3/1/1 conv2d 16x128x14x14 -> 128: auto's 1x8x3x8/float8 blocks along the rows "
+         "4.4 ms, channels innermost 1x2x4x32/float16 2.39 (1x2x7x16 2.50), torch 1.98; 3x3/2/1 16x64x28x28 -> "
+         "128 (14x14 outputs) 5.06 -> 3.40 with the de-interleaved copy still made (0.63 ms of it). Rows of 28: "
+         "within the VM's spread; a 1x1 conv on rows of 28 1.8x slower: not proposed there",
+         target="innermost", propose=_filters_innermost),
     Rule("pad_clipped_sums", "graph", "pad a sum clipped only by one operand's bounds, so that every block is full",
          {"max_extra": 3.0, "min_reduction": 16},
          "conv2d_3x3 dX: 3.5 ms clipped (its best blocks), 1.6 ms padded (16% more multiply-adds, a 2.2 MB "
@@ -1971,6 +2023,17 @@ RULES = (
          "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels",
          **_deciding("batch_blocks", _batch_blocks),
          note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
+    Rule("channel_lane_blocks", "stage", "a convolution computed with its output channels innermost "
+         "(filters_innermost; CPU): two vectors of channels (one where two do not divide them) by as many points "
+         "of rows rows as make up accumulators",
+         {"accumulators": 16, "rows": 2},
+         "PoCL, 2-core Zen 5, medians of 5 profiles: a 3x3/1/1 conv2d 16x128x14x14 -> 128 computed as "
+         "16x14x14x128: 1x2x4x32/float16 2.39 ms (the forward), 1x2x7x16 2.50, 1x4x4x16 2.83, 1x3x4x16 2.93, "
+         "1x1x4x32 2.95, 1x1x7x16 3.26, 1x2x8x16 3.77; the model's favourite 1x8x3x16 unrolled 2x 4.4 (it charges "
+         "16 accumulators half the rate of 32, and misses 24 input broadcasts a step); its data gradient's "
+         "1x2x4x32 2.14 against 7.37; 3x3/2/1 16x64x28x28 -> 128: 1.15 against the model's 2x1x6x32 1.89",
+         **_deciding("channel_lane_blocks", _channel_lane_blocks),
+         note=lambda op, info, dm: "computed with its channels innermost: points x two vectors of channels"),
     Rule("padded_rows", "stage", "a padded box reduction (CPU) whose row the device's best vector width divides: "
          "a whole row of vectors by the most channels (dividing them) that share its vector loads, within "
          "max_vectors accumulators; else two rows",
@@ -2132,7 +2195,7 @@ RULES = (
     Rule("block_steps", "stage",
          "for the tuner: the blocks one step from a deciding rule's (a tile dimension doubled or halved, the vector "
          "width doubled or halved, unroll 1, 2 or 4 on a reduction); the model does not rank them",
-         {"of": ("batch_blocks", "padded_rows", "copy_rows", "batch_back", "batch_last_copy",
+         {"of": ("batch_blocks", "channel_lane_blocks", "padded_rows", "copy_rows", "batch_back", "batch_last_copy",
                  "row_partials", "lane_partials"), "unrolls": (1, 2, 4)},
          "not timed as a family: the deciding rules' own measurements (above) visited 3-8 such neighbours each, "
          "and found 1.3-2x between them; the tuner's search had no way to their other neighbours "
