@@ -363,25 +363,25 @@ def _batch_lanes(op, info, dm):
 
 
 def _filters_innermost(op, info, dm):
-    """CPU: a convolution (rank 4: a box reduction reading a weight per output channel, ``W[k, ..]``, and an input
-    that the channels share, ``X[n, .., y, x]``) whose rows are shorter than a vector runs with its output channels
-    innermost: vectors along them, the weight through a copy with them last, the input one value for all lanes.
-    A 3x3 conv2d on 14x14 rows cannot fill a float16 vector along them (a moved tile computes 16 points for 14);
-    along 128 channels each vector is whole, and each weight vector serves every point of the block."""
+    """CPU: a convolution (rank 4: a box reduction with an operand read along its second dimension, a weight
+    ``W[k, ..]``, and one that does not read it, the input ``X[n, .., y, x]``) whose rows are shorter than a vector
+    runs with its second dimension innermost: vectors along it, the operands reading it through copies with it
+    last, the other one value for all lanes.  A 3x3 conv2d on 14x14 rows cannot fill a float16 vector along them
+    (a moved tile computes 16 points for 14); along 128 channels each vector is whole, and each weight vector
+    serves every point of the block.  Its weight gradient ``dW[k, c, r, s]`` (rows of 3) alike, along ``c``."""
     if dm.kind != "cpu" or info is None or not info.reduction or not info.simple or info.strided:
         return []
     vw, rank = max(dm.vector_width, 1), len(op.shape)
     if rank != 4 or vw < 2 or op.shape[-1] >= vw or op.shape[1] % vw or op.shape[1] < _const(
             "filters_innermost", "min_vectors") * vw or info.iterations < _const("filters_innermost", "min_iterations"):
         return []
-    shared = any(rank - 1 in used and 1 not in used for used, _ in info.loads)
-    if not (shared and _per_channel_read(info, rank)) or any(1 in u and rank - 1 in u for u, _ in info.loads):
-        return []
+    if all(1 in used for used, _ in info.loads) or not any(1 in used for used, _ in info.loads):
+        return []  # no operand one value for all lanes (a pool, a depthwise conv), or none read along them
     if movable(op, 1) is not None:  # the channel read other than as a plain index
         return []
     return [(1, f"innermost {op.name}: its rows ({op.shape[-1]}) are shorter than a vector of {vw}; with its "
-                f"{op.shape[1]} channels innermost its vectors run along them, the weight read through a copy with "
-                "them last, the input one value for all lanes")]
+                f"{op.shape[1]} channels innermost its vectors run along them, the operands that read them through "
+                "copies with them last, the others one value for all lanes")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1136,18 +1136,33 @@ def _batch_blocks(op, info, dm, graph):
 
 
 def _channel_lane_blocks(op, info, dm, graph):
-    """The block of a convolution :func:`_filters_innermost` moved (CPU, ``[n, y, x, k]``): ``lanes`` channels (two
-    vectors where they divide the channels) by as many points of a row pair as make up ``accumulators``: each
-    weight vector serves every point, each input value every vector of the point."""
+    """The block of a stage :func:`_filters_innermost` moved (CPU): one or two vectors of channels by points of
+    the other dimensions, ``accumulators`` (low, high) vectors in all, the fewest loads a multiply-add: a vector
+    load serves every point of the block that its operand does not index, an operand that does not read the
+    channels is one broadcast a point it indexes (a forward's input: 2 rows x 4 points; a weight gradient's
+    output gradient: filters), each charged its blocks' lost points (``-(-n // t) * t / n``)."""
     if dm.kind != "cpu" or getattr(op, "attrs", {}).get("dim") != 1 or "innermost_of" not in op.attrs:
         return []
-    vw = max(dm.vector_width, 1)
-    if len(op.shape) != 4 or vw < 2 or op.shape[-1] % vw:
+    vw, rank = max(dm.vector_width, 1), len(op.shape)
+    if vw < 2 or op.shape[-1] % vw or info is None or not info.loads:
         return []
-    lanes = 2 * vw if op.shape[-1] % (2 * vw) == 0 else vw
-    points = max(1, _const("channel_lane_blocks", "accumulators") * vw // lanes)
-    rows = min(op.shape[1], _const("channel_lane_blocks", "rows"))
-    return [StageSchedule(tile=(1, rows, min(op.shape[2], max(1, points // rows)), lanes), vectorize=vw)]
+    low, high = _const("channel_lane_blocks", "accumulators")
+    sizes = _const("channel_lane_blocks", "sizes")
+    best = None
+    for lanes in (vw, 2 * vw):
+        if op.shape[-1] % lanes:
+            continue
+        for head in itertools.product(*[[t for t in sizes if t <= n] for n in op.shape[:-1]]):
+            tile = head + (lanes,)
+            acc = math.prod(head) * lanes // vw
+            if not low <= acc <= high:
+                continue
+            issue = sum(math.prod(tile[d] for d in used) / (vw if rank - 1 in used and contig else 1)
+                        for used, contig in info.loads)
+            lost = math.prod(-(-n // t) * t / n for n, t in zip(op.shape, tile))
+            key = (issue / acc * lost, -acc, tile)
+            best = min(best or key, key)
+    return [StageSchedule(tile=best[2], vectorize=vw)] if best else []
 
 
 def _batch_back(op, info, dm, graph):
@@ -2023,17 +2038,20 @@ RULES = (
          "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels",
          **_deciding("batch_blocks", _batch_blocks),
          note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
-    Rule("channel_lane_blocks", "stage", "a convolution computed with its output channels innermost "
-         "(filters_innermost; CPU): two vectors of channels (one where two do not divide them) by as many points "
-         "of rows rows as make up accumulators",
-         {"accumulators": 16, "rows": 2},
+    Rule("channel_lane_blocks", "stage", "a convolution computed with its second dimension innermost "
+         "(filters_innermost; CPU): one or two vectors of it by points of the other dimensions (sizes), "
+         "accumulators vectors in all, the fewest loads a multiply-add (each charged its blocks' lost points)",
+         {"accumulators": (16, 24), "sizes": (1, 2, 3, 4, 6, 8)},
          "PoCL, 2-core Zen 5, medians of 5 profiles: a 3x3/1/1 conv2d 16x128x14x14 -> 128 computed as "
          "16x14x14x128: 1x2x4x32/float16 2.39 ms (the forward), 1x2x7x16 2.50, 1x4x4x16 2.83, 1x3x4x16 2.93, "
          "1x1x4x32 2.95, 1x1x7x16 3.26, 1x2x8x16 3.77; the model's favourite 1x8x3x16 unrolled 2x 4.4 (it charges "
-         "16 accumulators half the rate of 32, and misses 24 input broadcasts a step); its data gradient's "
-         "1x2x4x32 2.14 against 7.37; 3x3/2/1 16x64x28x28 -> 128: 1.15 against the model's 2x1x6x32 1.89",
+         "16 accumulators half the rate of 32, and misses 24 input broadcasts a step); its weight gradient as "
+         "128x3x3x128 (rows of 3): 4x1x3x32 2.00, 8x1x3x16 1.97, 4x3x1x32 2.0, 8x1x1x32 2.31, 1x3x3x32 2.81, "
+         "1x2x3x32 3.61 (against the rfactor over x: 4.15 + 0.15); chosen: 2x2x3x32 for the forward (2.03 ms in "
+         "all, torch 1.93) and 4x1x3x32 for the weight gradient (the backward 8.78 -> 4.08, torch 3.95)",
          **_deciding("channel_lane_blocks", _channel_lane_blocks),
-         note=lambda op, info, dm: "computed with its channels innermost: points x two vectors of channels"),
+         note=lambda op, info, dm: "computed with its channels innermost: points x vectors of channels, fewest "
+                                   "loads a multiply-add"),
     Rule("padded_rows", "stage", "a padded box reduction (CPU) whose row the device's best vector width divides: "
          "a whole row of vectors by the most channels (dividing them) that share its vector loads, within "
          "max_vectors accumulators; else two rows",

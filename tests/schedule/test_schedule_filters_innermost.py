@@ -21,10 +21,10 @@ from test_auto_golden import MODELS
 ZEN5 = DeviceModel.load(auto_golden.DEVICES / "zen5-calibrated.json")  # float16 best: 16 lanes
 
 
-def _conv(n=16, c=128, size=14, k=128, stride=1):
+def _conv(n=16, c=128, size=14, k=128, stride=1, groups=1):
     X = pa.placeholder((n, c, size, size), name="X")
-    W = pa.placeholder((k, c, 3, 3), name="W")
-    return pa.nn.conv2d(X, W, strides=stride, padding=1), X, W
+    W = pa.placeholder((k, c // groups, 3, 3), name="W")
+    return pa.nn.conv2d(X, W, strides=stride, padding=1, groups=groups), X, W
 
 
 def test_a_convolution_on_rows_shorter_than_a_vector_runs_with_its_channels_innermost():
@@ -32,17 +32,21 @@ def test_a_convolution_on_rows_shorter_than_a_vector_runs_with_its_channels_inne
     s = auto_schedule([Y], device=ZEN5)
     assert s.innermost == {"conv2d": 1}, s.notes
     assert any(n.startswith("innermost conv2d: its rows (14) are shorter than a vector of 16") for n in s.notes)
-    assert s.stages["conv2d_t"] == StageSchedule(tile=(1, 2, 4, 32), vectorize=16)  # channel_lane_blocks
+    assert s.stages["conv2d_t"] == StageSchedule(tile=(2, 2, 3, 32), vectorize=16)  # channel_lane_blocks
     g = graph_decisions(scheduled_graph([Y]), ZEN5)
     ops = {op.name: op for op in stage_ops(g.outputs)[0]}
     assert ops["conv2d_t"].shape == (16, 14, 14, 128) and "W_t" in ops  # the weight, channels last
 
 
-def test_its_data_gradient_moves_too_and_a_strided_forward_reads_no_de_interleaved_copy():
-    Y, X, _ = _conv()
+def test_its_gradients_move_too_and_a_strided_forward_reads_no_de_interleaved_copy():
+    """The data gradient is a convolution on rows of 14; the weight gradient ``dW[k, c, r, s]`` one on rows of 3,
+    along ``c``, its output gradient one value for all lanes: blocks of filters by a kernel row, not an rfactor
+    over ``x`` (2.0 ms against 4.3)."""
+    Y, X, W = _conv()
     H = pa.placeholder(Y.shape, name="H")
-    (dX,) = pa.differentiate(Y, [X], H)
-    assert auto_schedule([dX], device=ZEN5).innermost == {"d_X_from_conv2d_pad": 1}
+    s = auto_schedule(list(pa.differentiate(Y, [X, W], H)), device=ZEN5)
+    assert s.innermost == {"d_X_from_conv2d_pad": 1, "d_W_from_conv2d": 1} and "d_W_from_conv2d" not in s.rfactor
+    assert s.stages["d_W_from_conv2d_t"] == StageSchedule(tile=(4, 1, 3, 32), vectorize=16)
     Y2, _, _ = _conv(c=64, size=28, stride=2)  # 14x14 outputs: channels innermost read the input as one value
     s = auto_schedule([Y2], device=ZEN5)
     assert s.innermost == {"conv2d": 1} and not s.space_to_depth, s.notes
@@ -53,6 +57,7 @@ def test_its_data_gradient_moves_too_and_a_strided_forward_reads_no_de_interleav
     ("channels no vector divides", dict(k=120), ZEN5),
     ("channels under two vectors", dict(k=16), ZEN5),
     ("a GPU", {}, MODELS["gpu-former-constants"]),
+    ("a depthwise conv: every operand reads the channels", dict(k=128, groups=128), ZEN5),
 ])
 def test_not_where_vectors_along_the_rows_fill_or_the_channels_do_not(why, kw, dm):
     Y, _, _ = _conv(**kw)
@@ -63,7 +68,7 @@ def test_not_where_vectors_along_the_rows_fill_or_the_channels_do_not(why, kw, d
 def test_the_rules_constants_and_measurements_sit_in_the_table():
     assert RULE["filters_innermost"].constants == {"min_vectors": 2, "min_iterations": 1 << 20}
     assert "16x128x14x14" in RULE["filters_innermost"].measured
-    assert RULE["channel_lane_blocks"].constants == {"accumulators": 16, "rows": 2}
+    assert RULE["channel_lane_blocks"].constants == {"accumulators": (16, 24), "sizes": (1, 2, 3, 4, 6, 8)}
 
 
 @pytest.mark.opencl
@@ -89,3 +94,9 @@ def test_channels_innermost_builds_equal_to_evaluate(opencl):
     w2, h2 = rng.standard_normal(W2.shape).astype("float32"), rng.standard_normal(H2.shape).astype("float32")
     (got,) = pa.build([dX2], [W2, H2], schedule=bwd)(w2, h2)
     np.testing.assert_allclose(got, pa.evaluate([dX2], {W2: w2, H2: h2})[0], rtol=1e-5, atol=1e-5)
+    (dW2,) = pa.differentiate(Y2, [W2], H2)
+    wgt = Schedule("moved", innermost={"d_W2_from_conv2d": 1},
+                   stages={"d_W2_from_conv2d_t": StageSchedule(tile=(4, 1, 3, 32), vectorize=16)})
+    x2 = rng.standard_normal(X2.shape).astype("float32")
+    (got,) = pa.build([dW2], [X2, H2], schedule=wgt)(x2, h2)
+    np.testing.assert_allclose(got, pa.evaluate([dW2], {X2: x2, H2: h2})[0], rtol=1e-4, atol=1e-4)
