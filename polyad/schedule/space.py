@@ -369,17 +369,23 @@ def _filters_innermost(op, info, dm):
     last, the other one value for all lanes.  A 3x3 conv2d on 14x14 rows cannot fill a float16 vector along them
     (a moved tile computes 16 points for 14); along 128 channels each vector is whole, and each weight vector
     serves every point of the block.  Its weight gradient ``dW[k, c, r, s]`` (rows of 3) alike, along ``c``."""
-    if dm.kind != "cpu" or info is None or not info.reduction or not info.simple or info.strided:
+    from .phase import phase_strides
+
+    if dm.kind != "cpu" or info is None or not info.reduction or not info.simple or len(op.shape) != 4:
         return []
-    vw, rank = max(dm.vector_width, 1), len(op.shape)
-    if rank != 4 or vw < 2 or op.shape[-1] >= vw or op.shape[1] % vw or op.shape[1] < _const(
+    strides = phase_strides(op) if info.strided else None
+    if info.strided and (strides is None or strides[1] != 1):
+        return []
+    vw = max(dm.vector_width, 1)
+    row = -(-op.shape[-1] // strides[-1]) if strides else op.shape[-1]  # a phase's, where it is phased
+    if vw < 2 or row >= vw or op.shape[1] % vw or op.shape[1] < _const(
             "filters_innermost", "min_vectors") * vw or info.iterations < _const("filters_innermost", "min_iterations"):
         return []
     if all(1 in used for used, _ in info.loads) or not any(1 in used for used, _ in info.loads):
         return []  # no operand one value for all lanes (a pool, a depthwise conv), or none read along them
     if movable(op, 1) is not None:  # the channel read other than as a plain index
         return []
-    return [(1, f"innermost {op.name}: its rows ({op.shape[-1]}) are shorter than a vector of {vw}; with its "
+    return [(1, f"innermost {op.name}: its rows ({row}) are shorter than a vector of {vw}; with its "
                 f"{op.shape[1]} channels innermost its vectors run along them, the operands that read them through "
                 "copies with them last, the others one value for all lanes")]
 
@@ -1143,26 +1149,31 @@ def _channel_lane_blocks(op, info, dm, graph):
     output gradient: filters), each charged its blocks' lost points (``-(-n // t) * t / n``)."""
     if dm.kind != "cpu" or getattr(op, "attrs", {}).get("dim") != 1 or "innermost_of" not in op.attrs:
         return []
+    from ..codegen.phase import phase_shape
+    from .phase import phase_strides
+
     vw, rank = max(dm.vector_width, 1), len(op.shape)
     if vw < 2 or op.shape[-1] % vw or info is None or not info.loads:
         return []
+    phase = phase_strides(op)  # a strided data gradient's, along the rows moved before the channels
+    shape = phase_shape(op.shape, phase) if phase else op.shape
     low, high = _const("channel_lane_blocks", "accumulators")
     sizes = _const("channel_lane_blocks", "sizes")
     best = None
     for lanes in (vw, 2 * vw):
         if op.shape[-1] % lanes:
             continue
-        for head in itertools.product(*[[t for t in sizes if t <= n] for n in op.shape[:-1]]):
+        for head in itertools.product(*[[t for t in sizes if t <= n] for n in shape[:-1]]):
             tile = head + (lanes,)
             acc = math.prod(head) * lanes // vw
             if not low <= acc <= high:
                 continue
             issue = sum(math.prod(tile[d] for d in used) / (vw if rank - 1 in used and contig else 1)
                         for used, contig in info.loads)
-            lost = math.prod(-(-n // t) * t / n for n, t in zip(op.shape, tile))
+            lost = math.prod(-(-n // t) * t / n for n, t in zip(shape, tile))
             key = (issue / acc * lost, -acc, tile)
             best = min(best or key, key)
-    return [StageSchedule(tile=best[2], vectorize=vw)] if best else []
+    return [StageSchedule(tile=best[2], vectorize=vw, phase=phase)] if best else []
 
 
 def _batch_back(op, info, dm, graph):

@@ -52,6 +52,19 @@ def test_its_gradients_move_too_and_a_strided_forward_reads_no_de_interleaved_co
     assert s.innermost == {"conv2d": 1} and not s.space_to_depth, s.notes
 
 
+def test_a_strided_data_gradient_whose_phases_rows_are_short_moves_its_channels_and_keeps_its_phases():
+    """A 3x3/2/1 conv2d from 16x64x28x28: its data gradient's rows of 28 are two phases of 14; with the channels
+    innermost the phases run along the rows before them (1x2x2x1).  Measured: the stage 4.93 -> 1.85 ms, the
+    backward 6.47 -> 3.86 (torch 2.65)."""
+    Y, X, _ = _conv(c=64, size=28, stride=2)
+    H = pa.placeholder(Y.shape, name="H")
+    s = auto_schedule([pa.differentiate(Y, [X], H)[0]], device=ZEN5)
+    assert s.innermost == {"d_X_from_conv2d_pad": 1}, s.notes
+    assert any("its rows (14) are shorter" in n for n in s.notes)
+    ss = s.stages["d_X_from_conv2d_pad_t"]
+    assert ss.phase == (1, 2, 2, 1) and ss.vectorize == 16 and ss.tile[-1] % 16 == 0, ss
+
+
 @pytest.mark.parametrize("why, kw, dm", [
     ("rows of 28 fill vectors", dict(size=28), ZEN5),
     ("channels no vector divides", dict(k=120), ZEN5),
@@ -100,3 +113,12 @@ def test_channels_innermost_builds_equal_to_evaluate(opencl):
     x2 = rng.standard_normal(X2.shape).astype("float32")
     (got,) = pa.build([dW2], [X2, H2], schedule=wgt)(x2, h2)
     np.testing.assert_allclose(got, pa.evaluate([dW2], {X2: x2, H2: h2})[0], rtol=1e-4, atol=1e-4)
+    Y3 = pa.nn.conv2d(X2, W2, strides=2, padding=1)  # a phased data gradient, channels innermost
+    H3 = pa.placeholder(Y3.shape, name="H3")
+    (dX3,) = pa.differentiate(Y3, [X2], H3)
+    name = next(op.name for op in stage_ops(scheduled_graph([dX3]))[0] if op.name.startswith("d_conv2d_pad"))
+    ph = Schedule("moved", innermost={name: 1},
+                  stages={f"{name}_t": StageSchedule(tile=(1, 2, 2, 32), vectorize=16, phase=(1, 2, 2, 1))})
+    h3 = rng.standard_normal(H3.shape).astype("float32")
+    (got,) = pa.build([dX3], [W2, H3], schedule=ph)(w2, h3)
+    np.testing.assert_allclose(got, pa.evaluate([dX3], {W2: w2, H3: h3})[0], rtol=1e-4, atol=1e-4)
