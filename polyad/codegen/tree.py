@@ -319,7 +319,7 @@ def _split_tiles(st, tile, vec, narrower=(), extent=None):
     statement's output domain and they all reduce over the same reduction
     points: then one code path (unrolled points, vectors, no guards) covers
     it.  With ``extent`` (the last output dimension's, given only where a point
-    may be computed twice: :func:`_shifts`), the last block along it, where it
+    may be computed twice: :func:`_shift_extent`), the last block along it, where it
     is cut (a row of 28 in tiles of 16), is moved back to end at the row's end
     (``o = tile * b + l - shift``) and is a full tile too, when it is one there
     and fewer vectors than its remainder's groups (:func:`~polyad.schedule.moved_tile`).  In the
