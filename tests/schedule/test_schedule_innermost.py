@@ -116,11 +116,11 @@ def test_auto_moves_the_batch_of_the_strided_data_gradient_only():
             s = auto_schedule(dict(auto_golden.graphs(name, None))["bwd"], device=model)
             if s.innermost:
                 got[name, model.vector_width] = s
-    assert sorted(got) == sorted([(n, w) for n in ("conv2d_3x3", "conv2d_5x5_s3", "lenet_step") for w in (8, 16)]
-                                 + [("conv2d_dilated", 8)])
-    # not its batch: on 8 lanes its weight gradient's 16 channels fill two vectors (filters_innermost; with
-    # POCL_LLVM_CPU_NAME=haswell, 0.378 -> 0.347 and 0.617 -> 0.605 ms in two runs)
-    assert got["conv2d_dilated", 8].innermost == {"d_W_from_conv2d": 1}
+    assert sorted(got) == [(n, w) for n in ("conv2d_3x3", "conv2d_5x5_s3", "conv2d_dilated", "lenet_step")
+                           for w in (8, 16)]
+    # not its batch: its weight gradient's 16 channels, one vector or two (filters_innermost; the backward 0.92x
+    # on the Zen 5 VM; with POCL_LLVM_CPU_NAME=haswell and 8 lanes, 0.935x and 0.978x)
+    assert got["conv2d_dilated", 8].innermost == got["conv2d_dilated", 16].innermost == {"d_W_from_conv2d": 1}
     s = got["conv2d_5x5_s3", 8]
     assert s.innermost == {"d_X_from_conv2d_pad": 0}
     assert s.stages["d_X_from_conv2d_pad_t"] == StageSchedule(tile=(8, 1, 1, 16), vectorize=8, phase=(1, 3, 3, 1))
