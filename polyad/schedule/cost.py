@@ -35,7 +35,7 @@ from ..poly.stage import statements_of
 from . import VECTOR_WIDTHS, StageSchedule, moved_tile, remainder_widths
 
 __all__ = ["StageInfo", "stage_info", "full_fraction", "block_count", "stage_cost", "stage_features", "phase_build_s",
-           "output_bytes", "streams", "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY", "box_groups"]
+           "output_bytes", "streams", "FEATURES", "STRIDED_NAIVE", "PARTIAL_PENALTY", "box_groups", "load_issue"]
 
 
 @dataclass(frozen=True)
@@ -765,14 +765,8 @@ def _terms(info, ss, dm):
         # live float16 in 32 registers 1.76x slower than 19; on the Zen 4 (AVX2), 17 float4 accumulators ran best)
         compute *= 1 + (live - dm.registers) / (1 if vec >= dm.vector_width > 1 else 4)
     # loads per reduction step of a block: elements of each read that the block touches
-    per_step = issue = 0.0  # elements a block reads per reduction step; load instructions it issues
-    for used, contig in info.loads:
-        n = math.prod(tile[d] for d in used) if used else 1
-        per_step += n
-        if vec > 1 and rank - 1 in used:
-            issue += n / vec if contig else n  # vloadN, or a scalar load per gathered lane
-        else:
-            issue += n  # scalar loads and broadcasts
+    per_step = sum(math.prod(tile[d] for d in used) if used else 1 for used, _ in info.loads)
+    issue = load_issue(info, tile, vec)
     steps = info.iterations / block
     cache_bytes = steps * per_step * info.itemsize
     dram_bytes = points * info.itemsize * (1 + len(info.loads))
@@ -784,6 +778,24 @@ def _terms(info, ss, dm):
     loads = steps * issue / (dm.load_rate * 1e9) if dm.kind == "cpu" else 0.0
     busy = min(blocks, dm.min_parallel) / dm.min_parallel
     return _Terms(compute, mem, loads, busy, red, blocks, acc, live, refill, footprint)
+
+
+def load_issue(info, tile, vec):
+    """The load instructions a block of ``tile`` (``vec`` lanes along the last dimension) issues a reduction step:
+    a read's elements the block touches, one ``vloadN`` a vector where it runs contiguously along the vectors, a
+    scalar load a lane where it gathers along them, one load (a broadcast) a point where it does not use them.
+
+    :param info: the stage's :class:`StageInfo` (its ``loads``).
+    :param tile: the block, one size per output dimension.
+    :param vec: its vector width.
+    :returns: a float.
+    """
+    last = len(tile) - 1
+    issue = 0.0
+    for used, contig in info.loads:
+        n = math.prod(tile[d] for d in used) if used else 1
+        issue += n / vec if vec > 1 and last in used and contig else n
+    return issue
 
 
 def _refill_s(footprint, blocks, dram_bytes, dm):

@@ -31,7 +31,7 @@ from ..te.memo import op_memo
 from ..te.tensor import ComputeOp, PlaceholderOp, as_tensor_list
 from ..te.visit import post_order
 from . import RFactor, Schedule, StageSchedule
-from .cost import _contiguous, _rate, _uses, block_count, scale_of, stage_info, streams
+from .cost import _contiguous, _rate, _uses, block_count, load_issue, scale_of, stage_info, streams
 from .graph import (_box_copy, _interleavable, _plain_read, _reduction_form, apply_graph_schedule, axis_movable,
                     axis_padding, fold, foldable, inlinable, inline, innermost, movable, pad_reads,
                     paddable, rfactor_by, scheduled_graph, space_to_depth, stage_ops, strided_reads)
@@ -1152,7 +1152,7 @@ def _channel_lane_blocks(op, info, dm, graph):
     from ..codegen.phase import phase_shape
     from .phase import phase_strides
 
-    vw, rank = max(dm.vector_width, 1), len(op.shape)
+    vw = max(dm.vector_width, 1)
     if vw < 2 or op.shape[-1] % vw or info is None or not info.loads:
         return []
     phase = phase_strides(op)  # a strided data gradient's, along the rows moved before the channels
@@ -1168,8 +1168,7 @@ def _channel_lane_blocks(op, info, dm, graph):
             acc = math.prod(head) * lanes // vw
             if not low <= acc <= high:
                 continue
-            issue = sum(math.prod(tile[d] for d in used) / (vw if rank - 1 in used and contig else 1)
-                        for used, contig in info.loads)
+            issue = load_issue(info, tile, vw)
             lost = math.prod(-(-n // t) * t / n for n, t in zip(shape, tile))
             key = (issue / acc * lost, -acc, tile)
             best = min(best or key, key)
