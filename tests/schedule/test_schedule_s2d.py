@@ -301,7 +301,9 @@ def test_padded_lanes_equal_evaluate_on_random_convolutions(size, stride, dil, k
     assert isinstance(part, ComputeOp)  # a box: no guard, every lane full
     assert {a.name: a.extent for a in part.body[0].axis}["x_o"] == -(-out // factor)
     for a, b in zip(pa.evaluate(g, feeds), pa.evaluate(grads, feeds)):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        # float32 sums in two orders: an output near zero among terms of the gradient's scale keeps their rounding
+        # (size 28, k 5: -0.20997 against -0.20996 where the gradient reaches 62)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(b).max())))
     # no copy of a copy: a zero-padded copy never reads another zero-padded copy
     for op in stage_ops(g)[0]:
         if "pad_of" in op.attrs:
