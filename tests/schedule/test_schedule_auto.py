@@ -9,6 +9,7 @@ import polyad as pa
 from polyad.bench.workloads import WORKLOADS
 from polyad.schedule import DeviceModel, Schedule, StageSchedule, auto_schedule, candidate_space, prepare
 from polyad.schedule.auto import stage_cost, stage_info
+from polyad.schedule.space import _row_factor
 from polyad.te.tensor import PlaceholderOp, walk_ops
 
 _DEVICES = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "devices"
@@ -271,15 +272,18 @@ def test_max_pool_argmax_recompute_gets_last_dimension_blocks():
 
 
 def test_auto_rfactors_row_reductions_into_interleaved_vector_partials():
-    # softmax rows: 24 outputs each reduce 800 contiguous elements; the rows' stages get 40 interleaved
-    # partials per row (a multiple of the vector width dividing 800), the matmul-like stage does not
+    # softmax rows: 24 outputs each reduce 800 contiguous elements; the rows' stages get 16 interleaved
+    # partials per row (the fewest whole vectors dividing 800), the matmul-like stage does not
     X = pa.placeholder((24, 800), name="X")
     Y = pa.nn.softmax(X)
     H = pa.placeholder(Y.shape, name="H")
     (dX,) = pa.differentiate(Y, [X], head=H)
     s = auto_schedule([dX], device=ZEN5)
     rows = [n for n in s.rfactor if any(f"rfactor {n} by" in t and "interleaved" in t for t in s.notes)]
-    assert rows and all(s.rfactor[n] == 40 for n in rows)
+    assert rows and all(s.rfactor[n] == 16 for n in rows)
+    # whole vectors first, fewest first; else a multiple of half a vector (rows of 1000: no multiple of 16 up
+    # to 64 divides them); at least min_steps (4) steps a row
+    assert [_row_factor(e, ZEN5) for e in (800, 512, 1000, 96, 40, 100)] == [16, 16, 40, 16, 8, None]
     assert any(ss.vectorize >= 8 for n, ss in s.stages.items() if n.endswith("_rf"))
     rng = np.random.default_rng(5)
     x = rng.standard_normal((24, 800)).astype(np.float32)
