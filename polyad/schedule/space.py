@@ -1372,6 +1372,26 @@ def _phase_channels(c):
                   | {d for d in k["channel_divisors"] if d < c and c % d == 0})
 
 
+def _phased_gathers(op, info, dm, graph):
+    """A one-hot sum over overlapping strided windows that would run as a scatter (a 3x3/2/1 max pool's data
+    gradient: CPU): the gather, phased, every phase's row of ``q`` whole in the widest vectors that divide it
+    (at least ``min_lanes``, at most ``max_vectors`` of them), where every phase has the same extents (a row of
+    56 in phases of 28; a row of 55 has phases of 28 and 27, whose ragged row ran 1.5-2.5x the scatter).  Each
+    phase's window points are a compare and a select a lane of contiguous loads; the scatter's were a chain of
+    scalar read-modify-writes with their bounds tests."""
+    if dm.kind != "cpu" or info is None or info.scatter is None or not info.reduction:
+        return []
+    k = RULE["phased_gathers"].constants
+    for ph, p in info.phased:
+        if ph[-1] < 2 or any(n % s for n, s in zip(info.shape, ph)):
+            continue
+        q = p.shape[-1]
+        w = max((v for v in dm.widths if k["min_lanes"] <= v <= max(dm.vector_width, 1) and q % v == 0), default=0)
+        if w and q // w <= k["max_vectors"]:
+            return [StageSchedule(phase=ph, tile=(1,) * (len(p.shape) - 1) + (q,), vectorize=w)]
+    return []
+
+
 def _propose_phases(op, info, dm, graph):
     """Phased blocks: per phase of :func:`phase_options`, tiles over ``q``: the channels (dimension 1 of rank >= 3;
     reductions only: the channels of a data gradient share the rows of ``H`` they read) whole when few and by
@@ -2193,6 +2213,17 @@ RULES = (
          "a 1x1 one (16x64x28x28 -> 128) 1.0 ms against 3.3 (torch 0.99), and the 13 workloads' programs stayed "
          "as fast (A/B 0.94-1.02 where they moved)",
          propose=_propose_channels, ranked=lambda op, info, dm, graph: _padded(op) or dm.fill_gbs > 0),
+    Rule("phased_gathers", "stage",
+         "CPU: a one-hot sum over overlapping strided windows (a scatter otherwise) whose phases have equal extents "
+         "runs as the phased gather, each phase's row of q whole in the widest vectors dividing it",
+         {"min_lanes": 4, "max_vectors": 8},
+         "PoCL, 2-core Zen 5, alternating rounds against the scatter (bit for bit the same gradient): 3x3/2/1 max "
+         "pool data gradient 16x32x56x56, phase 1x1x2x2 + 1x1x1x28/float4 0.76-0.80x (0.27 ms; torch 0.31), "
+         "1x1x1x16/float16 0.85-0.94x, 1x1x2x28 0.90x, 1x1x4x28 1.13-1.23x; 8x64x112x112: 1x1x1x56/float8 0.62x, "
+         "float4 0.64x, 1x1x1x16/float16 1.01x; a 3x3/2/0 pool over 55x55 (phases of 28 and 27) 1.41-1.48x "
+         "(float4), 2.3-2.5x (float16); the model priced the scatter 0.31 ms and the phased row 0.53",
+         **_deciding("phased_gathers", _phased_gathers),
+         note=lambda op, info, dm: "the phased gather of overlapping strided windows, a phase's row in vectors"),
     Rule("stride_phases", "stage",
          "stages phase_strides finds strides in: x = s*q + p, one dense stride-1 sub-stage per phase, tiles over q "
          "(the channels whole when at most whole_channels, and by divisors; rows; the innermost q in short vectors, "
