@@ -1205,6 +1205,10 @@ def space_to_depth(outputs, stage):
     swaps = {}
     for T, strides, loads in found:
         f, made = _s2d_copy(T, strides, stage, taken)
+        # another stage's copy of the same values (a transposed conv's data and weight gradients both read its
+        # output gradient de-interleaved, each through its own zero-padded copy): read that one
+        made = next((o for o in walk_ops(outs) if "space_to_depth_of" in getattr(o, "attrs", {})
+                     and _same_copy(o, made)), made)
         taken.add(made.name)
         for load in loads:
             ph, qs = [], []

@@ -19,8 +19,8 @@ import polyad as pa
 from polyad.bench.workloads import WORKLOADS
 from polyad.schedule import DeviceModel, RFactor, Schedule, StageSchedule, prepare, validate
 from polyad.schedule.auto import auto_schedule
-from polyad.schedule.graph import (axis_padding, inlinable, pad_axis, space_to_depth, stage_ops, strided_reads,
-                                   uniquely_named)
+from polyad.schedule.graph import (apply_graph_schedule, axis_padding, inlinable, pad_axis, space_to_depth, stage_ops,
+                                   strided_reads, uniquely_named)
 from polyad.schedule.space import candidate_space
 from polyad.te.expr import Load
 from polyad.te.tensor import ComputeOp, PlaceholderOp, walk_ops
@@ -475,3 +475,26 @@ def test_a_strided_forward_reads_a_copy_in_vector_blocks_and_builds_equal_to_eva
     ins = list(feeds)
     got = pa.build(outs, ins, schedule=s)(*[feeds[t] for t in ins])
     np.testing.assert_allclose(got[0], pa.evaluate(outs, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_two_stages_that_read_the_same_values_de_interleaved_share_one_copy(opencl):
+    """A stride-2 transposed convolution's data and weight gradients both read its output gradient at the stride,
+    each through its own zero-padded copy: one de-interleaved copy serves both (a second, the same values, took
+    2.3 ms of the backward's 10.6 at 16x32x56x56), and the gradients equal pa.evaluate."""
+    X = pa.placeholder((2, 4, 7, 7), name="X")
+    W = pa.placeholder((4, 3, 3, 3), name="W")
+    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = pa.differentiate(Y, [X, W], head=H)
+    names = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
+    sched = Schedule("s2d", pad=names, space_to_depth=names)  # what auto takes at the bench_ops shape
+    graph = apply_graph_schedule(list(grads), sched)[0]
+    copies = [op for op in walk_ops(graph) if "space_to_depth_of" in getattr(op, "attrs", {})]
+    readers = {op.name for op in walk_ops(graph) if not isinstance(op, PlaceholderOp)
+               for t in op.input_tensors if copies and t.op is copies[0]}
+    assert len(copies) == 1 and len(readers) == 2, ([c.name for c in copies], readers)
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
+    got = pa.build(list(grads), [X, W, H], schedule=sched)(*arrays)
+    for g, ref in zip(got, pa.evaluate(list(grads), dict(zip((X, W, H), arrays)))):
+        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
