@@ -1257,14 +1257,32 @@ def _copy_rows(op, info, dm, graph):
         return []
     vec = _copy_width(e, dm)
     if vec == 1 and info.vectors:
-        # no vector divides the row: the naive loops, which PoCL's work-item vectoriser runs in lanes
-        return [StageSchedule()]
+        # no vector divides the row: tiles of a short vector along it, the last moved back to end at the row's
+        # end (codegen's moved tile); rows too short for two of them run the naive loops, which PoCL's
+        # work-item vectoriser runs in lanes
+        w = _cut_width(e, dm)
+        return [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (w,), vectorize=w) if w else StageSchedule()]
     if not info.vectors:  # a bool copy: no vectors (auto's schedule of a bool transpose was its own ScheduleError)
         vec = 1
     r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
     while op.shape[-2] % r:
         r -= 1
     return [StageSchedule(tile=(1,) * (len(op.shape) - 2) + (r, e), vectorize=vec)]
+
+
+def _cut_width(e, dm):
+    """``copy_rows``' short vector for a row of ``e`` no vector divides, or None where two do not fit in it."""
+    w = _const("copy_rows", "cut_width")
+    return w if e >= 2 * w and w in dm.widths and w <= dm.vector_width else None
+
+
+def _copy_note(op, info, dm):
+    e = op.shape[-1]
+    if _copy_width(e, dm) > 1 or not info.vectors:
+        return f"a copy: whole rows of {e} as vectors"
+    if _cut_width(e, dm):
+        return f"a copy whose rows of {e} no vector divides: tiles of a short vector, the last moved back"
+    return f"a copy whose rows of {e} no vector divides: the naive loops, in lanes across work-items"
 
 
 def _copy_width(e, dm):
@@ -2109,17 +2127,20 @@ RULES = (
                                    f"sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
          "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
-         "in the widest vectors dividing the row; the naive loops where none divides it",
-         {"widths": (16, 8, 4, 2), "row_elements": 80, "max_row": 512},
+         "in the widest vectors dividing the row; where none divides it, tiles of cut_width lanes along it, the "
+         "last moved back (the naive loops on rows shorter than two)",
+         {"widths": (16, 8, 4, 2), "row_elements": 80, "max_row": 512, "cut_width": 4},
          "PoCL, 2-core Zen 4: conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from X through its zero padding): naive "
          "4.4-5.7 ms, 1x1x1x1x1x20/float4 2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8; its dX crop "
          "(32x17x58x58 of the padded 60x60): naive 2.0 ms, 1x1x1x58/float2 0.45, 1x1x4x58/2 0.45, 1x1x9x58/2 0.36; "
          "Zen 5: a 3x3/2/1 conv2d's de-interleaved input (16x32x2x2x29x29), rows of 29 no vector divides: scalar "
-         "rows 1.86 ms, the naive loops 0.53 (PoCL's work-item vectoriser runs them in lanes)",
+         "rows 1.86 ms, the naive loops 0.53 (PoCL's work-item vectoriser runs them in lanes); with moved last "
+         "tiles (thirty-third session, medians of 9 alternating profiles, two runs): that copy in tiles of a "
+         "float4 0.52-0.57 ms against the naive loops' 0.56-0.67, float8 0.67-0.74, float16 1.12; a stride-2 "
+         "transposed conv's de-interleaved output gradient (16x16x2x2x57x57) 1.39-1.54 against 2.18-2.54, "
+         "4 rows of float8 0.94-1.40 (1.1 on the rows of 29)",
          **_deciding("copy_rows", _copy_rows),
-         note=lambda op, info, dm: f"a copy: whole rows of {op.shape[-1]} as vectors"
-         if _copy_width(op.shape[-1], dm) > 1 or not info.vectors
-         else f"a copy whose rows of {op.shape[-1]} no vector divides: the naive loops, in lanes across work-items"),
+         note=lambda op, info, dm: _copy_note(op, info, dm)),
     Rule("divided_rows", "stage", "an elementwise stage reading along its last dimension through a floor "
          "division (x // k: a pool's upsampled gradient; CPU): blocks of one vector of the widest of widths dividing "
          "the row", {"widths": (4, 2)},

@@ -16,7 +16,7 @@ import pytest
 import polyad as pa
 from polyad.bench.workloads import WORKLOADS
 from polyad.codegen.phase import phase_shape
-from polyad.schedule import DeviceModel, Schedule, StageSchedule, prepare
+from polyad.schedule import DeviceModel, StageSchedule, prepare
 from polyad.schedule.auto import auto_schedule
 from polyad.schedule.cost import phase_build_s, stage_cost, stage_features, stage_info
 from polyad.schedule.graph import fold, stage_ops, uniquely_named
