@@ -525,13 +525,16 @@ def pad_axis(outputs, stage, axis, extent):
     if isinstance(need, str):
         raise ScheduleError(f"pad_axis: stage {stage!r} cannot run {axis!r} to {extent}: {need}")
     taken = {o.name for o in walk_ops(outs)}
+    # the operands another stage reads too (a space-to-depth copy two stages share is not rebuilt for one)
+    elsewhere = {id(t) for o in walk_ops(outs) if o is not op and not isinstance(o, PlaceholderOp)
+                 for t in o.input_tensors}
     longer = {}  # id(old operand) -> (its padded tensor, the offset of the operand inside it)
     for T, d, hi in need.values():
         shared = _covering_pad(outs, T, d, hi)
         if shared is not None:
             longer[id(T)] = shared
             continue
-        made = _zero_extended(T, d, hi, stage, taken)
+        made = _zero_extended(T, d, hi, stage, taken, alone=id(T) not in elsewhere)
         taken.add(made.name)
         longer[id(T)] = (made.output(0), (0,) * len(T.shape))
     b = op.body[0]
@@ -605,9 +608,10 @@ def _covering_pad(outputs, T, d, extent):
     return None
 
 
-def _zero_extended(T, d, extent, stage, taken):
+def _zero_extended(T, d, extent, stage, taken, alone=True):
     """``T`` run to ``extent`` along dimension ``d``, zero beyond its end.  A space-to-depth copy made for
-    ``stage`` (one statement over its box) is rebuilt longer, its value under ``j_d < n``, and a zero-padded
+    ``stage`` (one statement over its box) that only ``stage`` reads (``alone``) is rebuilt longer, under its
+    own name, its value under ``j_d < n``, and a zero-padded
     copy of a box copies the box's source into the longer buffer (no copy of a copy); any other tensor gets
     a zero-padded copy ``T_pad`` (a copy statement and a zero fill)."""
     from ..poly.stage import PolyOp, Statement, box_set, dim_names
@@ -618,7 +622,7 @@ def _zero_extended(T, d, extent, stage, taken):
     pv = tuple(IterVar(f"j{k}", "int32", lo=0, extent=e, kind="data") for k, e in enumerate(shape))
     zero = _zero(T.dtype)
     src = T.op
-    if isinstance(src, PolyOp) and src.attrs.get("space_to_depth_of") == stage and len(src.statements) == 1:
+    if alone and isinstance(src, PolyOp) and src.attrs.get("space_to_depth_of") == stage and len(src.statements) == 1:
         st = src.statements[0]
         value = substitute(st.values[0], dict(zip(st.out_vars, pv)))
         inside = binary("lt", pv[d], Const(T.shape[d], "int32"))

@@ -242,6 +242,28 @@ def test_copy_rows_blocks_plain_copies_only():
             assert not any("a copy: whole rows" in n for n in s.notes), (name, kind)
 
 
+def test_a_shared_de_interleaved_copy_is_not_rebuilt_longer_for_one_of_its_readers(opencl):
+    """Padded lanes (``rfactor(.., pad=True)``) rebuild a space-to-depth copy longer under its own name when only
+    the stage it was made for reads it; a copy two stages share gets a zero-padded copy instead, so that no two
+    stages share a name, and the gradients equal pa.evaluate."""
+    X = pa.placeholder((2, 4, 7, 7), name="X")
+    W = pa.placeholder((4, 3, 3, 3), name="W")
+    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H")
+    grads = pa.differentiate(Y, [X, W], head=H)
+    names = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
+    sched = Schedule("s2d", pad=names, space_to_depth=names,
+                     rfactor={"d_W_from_conv2d_transpose": RFactor(4, "xq", True, pad=True)})  # 7 columns run 8
+    ops = [op for op in walk_ops(apply_graph_schedule(list(grads), sched)[0]) if not isinstance(op, PlaceholderOp)]
+    assert len({op.name for op in ops}) == len(ops), [op.name for op in ops]
+    assert any(op.name.endswith("_s2d_pad") for op in ops)
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
+    got = pa.build(list(grads), [X, W, H], schedule=sched)(*arrays)
+    for g, ref in zip(got, pa.evaluate(list(grads), dict(zip((X, W, H), arrays)))):
+        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
+
+
 def test_a_copy_whose_rows_no_vector_divides_runs_in_float4_tiles_the_last_moved_back(opencl):
     """copy_rows: a de-interleaved copy's rows of 57 (a stride-2 transposed conv's output gradient) in float4
     tiles, the last moved back to end at the row's end (1.39-1.54 ms against the naive loops' 2.18-2.54 at
