@@ -252,4 +252,3 @@ def test_the_phased_pool_gather_adds_what_the_scatter_adds(opencl):
     got = np.asarray(pa.build(outs, ins)(*args)[0])
     assert np.array_equal(got, np.asarray(pa.build(outs, ins, schedule="naive")(*args)[0]))  # the scatter
     np.testing.assert_allclose(got, pa.evaluate(outs, dict(zip(ins, args)))[0], rtol=1e-6, atol=1e-6)
-
