@@ -2182,9 +2182,12 @@ RULES = (
          note=lambda op, info, dm: "a copy back from the batch-innermost layout: runs of the batch"),
     Rule("batch_last_copy", "stage", "an operand's copy with the batch last (CPU): a run of its rows by one vector "
          "of the batch",
-         {"run": 16, "lanes": 8},
+         {"run": 16, "lanes": 4},
          "lenet_step's padded H moved batch-last (16x16x16x64), PoCL, 2-core Zen 4: 1x1x16x8/float8 0.13 ms, "
-         "1x1x16x16/float16 0.17, copy_rows' 1x1x1x64 0.41",
+         "1x1x16x16/float16 0.17, copy_rows' 1x1x1x64 0.41; Zen 5, float4 against float8 (thirty-third session, "
+         "whole backwards in order-alternating rounds): a stride-2 transposed conv's X_t (16x32x56x56, 1.29 ms "
+         "in float8, 0.45 in float4) 0.87x twice, conv2d_s2 0.96x, conv2d_5x5_s3 0.95x and 0.98x, conv2d_3x3 "
+         "1.03x and 0.94x, conv2d_dilated 0.99x, lenet_step 0.98x",
          **_deciding("batch_last_copy", _batch_last_copy),
          note=lambda op, info, dm: "a copy with the batch last: runs of its rows by a vector of the batch"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
