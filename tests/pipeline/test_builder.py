@@ -109,7 +109,17 @@ def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(d
         timer = None
         if how == "SIGKILL":
             job = _job(device, SPIN, launches=[("spin", [(64, "float32")], (1,), None)])
-            timer = threading.Timer(1.0, lambda: os.kill(pid, signal.SIGKILL))
+            err = w.err
+
+            def kill_in_the_launch():
+                # the worker marks a trial launch on its stderr: kill it there, however long the compile took (a
+                # fixed second lost the race on a loaded machine, the compiler still running)
+                mark, deadline = (builder.LAUNCH_MARK + "spin").encode(), time.monotonic() + 100
+                while mark not in os.pread(err.fileno(), 1 << 16, 0) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                os.kill(pid, signal.SIGKILL)
+
+            timer = threading.Thread(target=kill_in_the_launch, daemon=True)
             timer.start()
         else:
             job = _job(device, SEGFAULT if how == "SIGSEGV" else TRAP, launches=boom)
@@ -118,7 +128,7 @@ def test_a_worker_that_dies_mid_job_is_a_compiler_crash_and_the_next_job_works(d
                 w.compile(job, timeout=120)
         finally:
             if timer is not None:
-                timer.cancel()
+                timer.join()
         msg = str(info.value)
         if how != "SIGKILL" and is_gpu(device):
             # a GPU reports the bad access or the trap as a launch error; the worker ends all the same
