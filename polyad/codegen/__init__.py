@@ -101,7 +101,7 @@ def generate(outputs, inputs, schedule=None, wide=None, kernels=None, widths=Non
     aliases = input_aliases(stages, ins, outs)
     kernel_stages = [op for op in stages if id(op.output(0)) not in aliases]
     # every output a bitcast of an input (flatten's gradient alone): a program without kernels
-    tree = build_tree(kernel_stages, sched, widths) if kernel_stages else None
+    tree = build_tree(kernel_stages, sched, widths, outs) if kernel_stages else None
     lowered = lower(tree) if kernel_stages else []
     # buffers: every placeholder and every stage output gets one unique C name
     names, used = {}, set()
@@ -130,7 +130,9 @@ def generate(outputs, inputs, schedule=None, wide=None, kernels=None, widths=Non
         head, _, rest = source.partition("\n")
         source = f"{head}\n{notes}{rest}"
     out_ids = {id(t) for t in outs}
-    inter = tuple(t for op in stages for t in op.outputs if id(t) not in out_ids)
+    # partials summed in their own kernel's registers (tree.lane_sums) need no buffer
+    unstored = {id(t) for k in (tree.kernels if tree else ()) if k.lane_sum is not None for t in k.stage.outputs}
+    inter = tuple(t for op in stages for t in op.outputs if id(t) not in out_ids and id(t) not in unstored)
     return Program(source, tuple(launches), tuple(ins), tuple(outs), inter, names, ctx.wide, ctx.fp64, tree, aliases)
 
 

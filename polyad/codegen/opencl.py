@@ -902,8 +902,9 @@ class KernelWriter:
         self.tensor_names = tensor_names  # id(Tensor) -> C name (module-wide, unique)
         self.statements = statements  # isl name -> IslStatement
         op = self.spec.stage
-        self.outputs = op.outputs
-        reads, seen = [], {id(t) for t in self.outputs}
+        # a kernel that sums its partials itself (tree.lane_sums) writes the sum, not the partials
+        self.outputs = op.outputs if self.spec.lane_sum is None else self.spec.lane_sum.outputs
+        reads, seen = [], {id(t) for t in op.outputs + self.outputs}
         for st in self.spec.statements:
             for t in _reads(st.values):
                 if id(t) not in seen:
@@ -975,6 +976,7 @@ class KernelWriter:
         ists = tuple((i.name, i.index, i.role, i.kind, i.tile, i.vec, i.shift, str(i.domain))
                      for i in self.statements.values() if i.stage is op)
         return repr((self.lk.key, self.ctx.wide, self.spec.name, self.spec.local_size, self.spec.nontemporal,
+                     None if self.spec.lane_sum is None else self.spec.lane_sum.name,
                      self.lk.grid_params, self.lk.grid_box, tuple(op.shape), tuple(tensor[id(t)] for t in self.args),
                      tuple(tensor[id(t)] for t in self.outputs), tuple(stmts), ists))
 
@@ -1293,6 +1295,8 @@ class KernelWriter:
                 else:
                     lit = ctx.lit(f.expr.value, f.expr.dtype)
                     lines.append(c.Statement(f"{a} = {lit if f.width == 1 else self._broadcast(f, lit)}"))
+        elif ist.role == "final" and self.spec.lane_sum is not None:
+            lines += [c.Statement(x) for x in self._lane_sum(st, accs[0], vec, vnames)]
         elif ist.role == "final":
             lines += [c.Statement(x) for a, s in zip(accs, plan.stores) for x in stores(s, a)]
         else:
@@ -1323,6 +1327,19 @@ class KernelWriter:
                     lines.append(c.Statement(f"const {ty} n{k} = {_strip(rv)}"))
                 lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return c.Block(lines)
+
+    def _lane_sum(self, st, acc, vec, vnames):
+        """The statements adding up the ``vec`` partials of the vector ``acc`` (one output point's, the block's whole
+        last dimension) in halves, ``r8 = acc.lo + acc.hi`` ..., into the summing stage's output at the point."""
+        (t,) = self.outputs
+        ct = self.ctx.ctype(t.dtype)
+        out, cur, k = [], acc, vec
+        while k > 1:
+            k //= 2
+            out.append(f"const {ct}{k if k > 1 else ''} r{k} = {cur}.lo + {cur}.hi")
+            cur = f"r{k}"
+        flat = flat_index(self.ctx, [vnames[id(v)] for v in st.out_vars[:-1]], t.shape)
+        return out + [f"{self.tensor_names[id(t)]}[{flat}] = {_store(cur, t)}"]
 
     def _in_bounds(self, st):
         """ids of ``st``'s loads whose every index isl proves within the tensor over the statement's domain:

@@ -99,6 +99,7 @@ class KernelSpec:
     statements: tuple  # the stage's poly Statements
     local_size: tuple  # None: implementation's choice
     nontemporal: bool = False  # full vector blocks store nontemporally (StageSchedule.nontemporal_stores)
+    lane_sum: object = None  # the stage summing this one's vector of partials: the kernel writes its output
 
 
 @dataclass(frozen=True, eq=False)
@@ -851,6 +852,51 @@ def _scatter_stage(op, st, form, blocks, base, grid_dims):
     return [zero, scat], sched
 
 
+#: an rfactor's sum of one vector of partials a point is printed in the partials' kernel (tests compare both)
+LANE_SUMS = True
+
+
+def lane_sums(stages, schedule, outputs=()):
+    """``{id(partials op): sum op}``: the sums of interleaved partials that the partials' kernel computes itself.
+
+    ``T[o] = sum_{ri} T_rf[o, ri]`` (graph.rfactor's final stage) where ``T_rf``, read by ``T`` alone and not an
+    output, is blocked with its whole last dimension as one vector (``tile[-1] == vectorize == F``) in tiles that
+    divide it: each full block's final statement holds a point's ``F`` partials in one vector accumulator, which it
+    adds up lane by lane, in halves, into ``T[o]``, where a kernel of its own read them back from memory, gathered
+    across points (a layer norm's backward: two such kernels of 0.04-0.14 ms).  The sum's order is the halves'
+    (the rfactor's reassociation, once more)."""
+    if not LANE_SUMS:
+        return {}
+    from ..te.expr import Load, Reduce
+    from ..te.tensor import ComputeOp, PlaceholderOp
+
+    readers, out_ops = {}, {id(t.op) for t in outputs}
+    for op in stages:
+        for t in op.input_tensors:
+            readers.setdefault(id(t.op), set()).add(id(op))
+    pairs = {}
+    for T in stages:
+        b = T.body[0] if isinstance(T, ComputeOp) and len(T.body) == 1 else None
+        if not isinstance(b, Reduce) or len(b.axis) != 1 or b.combiner.kind() != "sum" or len(b.source) != 1:
+            continue
+        load, rk = b.source[0], b.axis[0]
+        if not (isinstance(load, Load) and len(load.indices) == len(T.axis) + 1 and rk.lo == 0
+                and all(i is v for i, v in zip(load.indices, tuple(T.axis) + (rk,)))
+                and getattr(b.condition, "value", None) is True and T.output_dtype(0).startswith("float")):
+            continue
+        P = load.tensor.op
+        if (isinstance(P, PlaceholderOp) or P.num_outputs != 1 or readers.get(id(P)) != {id(T)} or id(P) in out_ops
+                or rk.extent != P.shape[-1] or scatter_form(P) is not None):
+            continue
+        ss = schedule.for_stage(P.name)
+        tile, vec, _ = stage_tiling(P, ss)
+        if (tile is None or vec != P.shape[-1] or tile[-1] != vec or phase.active(ss.phase)
+                or any(n % t for n, t in zip(P.shape, tile))):
+            continue
+        pairs[id(P)] = T
+    return pairs
+
+
 #: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of:
 #: the stage (held by the entry, so that its id is not reused), names, tiling and phase.  A tuner's candidate
 #: changes a stage or three of lenet_step's thirty and builds them all again: that was a quarter of generating
@@ -858,14 +904,19 @@ def _scatter_stage(op, st, form, blocks, base, grid_dims):
 _TILED = Recent(1024)
 
 
-def build_tree(stages, schedule, widths=None):
+def build_tree(stages, schedule, widths=None, outputs=()):
     """The ModuleTree of ``stages`` (operations in dependency order) under ``schedule``; ``widths``: the vector
     widths the device compiles (None: all of ``VECTOR_WIDTHS``), of which a tiled reduction's remainder takes the
-    narrower groups (:func:`_split_tiles`)."""
+    narrower groups (:func:`_split_tiles`); ``outputs``: the program's (a stage computing one is never folded into
+    another's kernel, :func:`lane_sums`)."""
     widths = VECTOR_WIDTHS if widths is None else tuple(sorted(w for w in widths if w in VECTOR_WIDTHS))
     used_kernel, used_stmt = set(), set()
     kernels, table, stage_scheds = [], {}, []
+    summed = lane_sums(stages, schedule, outputs)
+    absorbed = {id(T) for T in summed.values()}
     for op in stages:
+        if id(op) in absorbed:  # computed by its partials' kernel
+            continue
         sched_of = schedule.for_stage(op.name)
         kname = c_identifier(op.name, used_kernel)
         stmts = statements_of(op)
@@ -894,7 +945,7 @@ def build_tree(stages, schedule, widths=None):
                 table[ist.name] = ist
             stage_scheds.append(marked)
             kernels.append(KernelSpec(kname, op, stmts, sched_of.local_size,
-                                      sched_of.nontemporal_stores(op.shape)))
+                                      sched_of.nontemporal_stores(op.shape), summed.get(id(op))))
             continue
         if blocks is not None:
             st = stmts[form.index]

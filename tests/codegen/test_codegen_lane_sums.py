@@ -1,0 +1,100 @@
+"""Lane sums (codegen/tree.py ``lane_sums``): an rfactor's sum of one vector of partials a point runs in the partials'
+kernel, whose final statement adds the vector's lanes in halves into the sum's output; the partials get no buffer.
+
+    S_rf[r, ri] = sum_{ro} X[r, 16*ro + ri] * X[r, 16*ro + ri]      tile (1, 16), vectorize 16: one vector a row
+    S[r]        = sum_{ri} S_rf[r, ri]                               no kernel: r8 = acc.lo + acc.hi ... -> S[r]
+"""
+
+import numpy as np
+import pytest
+
+import polyad as pa
+from polyad.codegen import tree
+from polyad.pipeline import generate
+from polyad.schedule import Schedule, StageSchedule
+
+
+def _row_sums(rows=24, n=128):
+    X = pa.placeholder((rows, n), name="X")
+    k = pa.reduce_axis((0, n), name="k")
+    S = pa.compute((rows,), lambda r: pa.sum(X[r, k] * X[r, k], axis=k), name="S")
+    Y = pa.compute((rows, n), lambda r, c: X[r, c] * S[r], name="Y")
+    return X, S, Y
+
+
+def _schedule(tile=(1, 16), vec=16, factor=16):
+    return Schedule("lanes", rfactor={"S": factor}, stages={"S_rf": StageSchedule(tile=tile, vectorize=vec)})
+
+
+def test_the_partials_kernel_writes_the_sum_and_the_partials_get_no_buffer():
+    X, S, Y = _row_sums()
+    p = generate([Y], [X], _schedule())
+    assert [k.name for k in p.kernels] == ["S_rf", "Y"]
+    (rf,) = [k for k in p.kernels if k.name == "S_rf"]
+    assert [t.name for t in rf.written()] == ["S"]
+    assert [t.name for t in p.intermediates] == ["S"]  # no S_rf buffer
+    src = p.kernel_source("S_rf")
+    assert ".lo + " in src and "S_rf[" not in src and "__global float *restrict S)" in src
+
+
+def test_only_a_whole_vector_of_partials_a_point_is_summed_in_its_kernel(monkeypatch):
+    X, S, Y = _row_sums()
+    # two vectors a row (tile 32 of float16): the sum keeps its kernel
+    assert "S" in [k.name for k in generate([Y], [X], _schedule((1, 32), 16, 32)).kernels]
+    # rows a tile does not divide (24 rows in blocks of 5): partial blocks' scalar finals; the sum keeps its kernel
+    assert "S" in [k.name for k in generate([Y], [X], _schedule((5, 16), 16)).kernels]
+    # the partials read by another stage too
+    X2 = pa.placeholder((24, 128), name="X")
+    k = pa.reduce_axis((0, 128), name="k")
+    S2 = pa.compute((24,), lambda r: pa.sum(X2[r, k], axis=k), name="S")
+    from polyad.schedule.graph import rfactor
+
+    S2r, = rfactor([S2], "S", 16)
+    P = S2r.op.body[0].source[0].tensor
+    Z = pa.compute((24, 16), lambda r, c: P[r, c] * 2.0, name="Z")
+    sched = Schedule("s", stages={"S_rf": StageSchedule(tile=(1, 16), vectorize=16)})
+    assert "S" in [k.name for k in generate([S2r, Z], [X2], sched).kernels]
+    # a sum that is a max: its kernel stays (only sums are added in halves)
+    M = pa.compute((24,), lambda r: pa.max(X2[r, k], axis=k), name="S")
+    assert "S" in [k.name for k in generate([M], [X2], _schedule()).kernels]
+    # switched off
+    monkeypatch.setattr(tree, "LANE_SUMS", False)
+    assert "S" in [k.name for k in generate([Y], [X], _schedule()).kernels]
+
+
+@pytest.mark.usefixtures("opencl")
+@pytest.mark.parametrize("tile", [(1, 16), (4, 16), (2, 8)])
+def test_lane_sums_equal_evaluate_and_the_separate_sum(tile, monkeypatch):
+    X, S, Y = _row_sums()
+    x = np.random.default_rng(7).standard_normal(X.shape).astype(np.float32)
+    sched = _schedule(tile, tile[-1], tile[-1])
+    got = np.asarray(pa.build([Y, S], [X], schedule=sched)(x)[1])
+    want = pa.evaluate([S], {X: x})[0]
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    monkeypatch.setattr(tree, "LANE_SUMS", False)
+    sep = np.asarray(pa.build([Y, S], [X], schedule=sched)(x)[1])
+    np.testing.assert_allclose(got, sep, rtol=2e-6)
+
+
+@pytest.mark.usefixtures("opencl")
+def test_a_layer_norm_backward_sums_its_rows_in_the_partials_kernels():
+    """Its two row sums of partials (auto's rfactor_rows, one float16 a row) run in their partials' kernels: three
+    kernels where there were five (0.91x the backward, 0.64-0.69x a dense or softmax forward, in alternating rounds)."""
+    R, C = 64, 256
+    X = pa.placeholder((R, C), name="X")
+    k = pa.reduce_axis((0, C), name="k")
+    total = pa.compute((R,), lambda r: pa.sum(X[r, k], axis=k), name="total")
+    dev = pa.compute((R, C), lambda r, c: X[r, c] - total[r] * (1.0 / C), name="centred")
+    j = pa.reduce_axis((0, C), name="j")
+    sq = pa.compute((R,), lambda r: pa.sum(dev[r, j] * dev[r, j], axis=j), name="squares")
+    Y = pa.compute((R, C), lambda r, c: dev[r, c] * pa.rsqrt(sq[r] * (1.0 / C) + 1e-5), name="layer_norm")
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], head=H)
+    m = pa.build([dX], [X, H])
+    summed = [k for k in m.program.kernels if k.name.endswith("_rf") and not any(
+        t.name.endswith("_rf") for t in k.written())]
+    assert len(summed) >= 2, [k.name for k in m.program.kernels]
+    rng = np.random.default_rng(3)
+    x, h = (rng.standard_normal((R, C)).astype(np.float32) for _ in range(2))
+    want = pa.evaluate([dX], {X: x, H: h})[0]
+    np.testing.assert_allclose(np.asarray(m(x, h)[0]), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
