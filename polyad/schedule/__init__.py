@@ -612,7 +612,8 @@ def show(tensors, schedule="auto", device=None):
     if isinstance(schedule, Tuned) or (isinstance(schedule, str) and schedule == "auto" and not _is_model(device)):
         schedule = resolve_schedule(tensors, schedule, device)
     outs, sched = prepare(build_graph(as_tensor_list(tensors, "show")), schedule, device)
-    return "\n".join([sched.describe()] + _scatters(outs, sched)) + "\n\n" + show_graph(outs)
+    lines = [sched.describe()] + _scatters(outs, sched) + _lane_sums(outs, sched)
+    return "\n".join(lines) + "\n\n" + show_graph(outs)
 
 
 def _scatters(outs, sched):
@@ -638,6 +639,18 @@ def _scatters(outs, sched):
             lines.append(f"  scatter {op.name}: {op.name}[{at}] += {pr(form.value)} where {' and '.join(given)}, "
                          "in the reduction's order (a one-hot sum: no comparison per output point)")
     return lines
+
+
+def _lane_sums(outs, sched):
+    """A line per rfactor sum codegen computes in its partials' kernel (codegen/tree.py ``lane_sums``)."""
+    from ..codegen.tree import lane_sums  # noqa: PLC0415 (codegen reads schedules: imported when asked)
+    from ..te.tensor import PlaceholderOp, walk_ops
+
+    stages = [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)]
+    by_id = {id(op): op for op in stages}
+    pairs = lane_sums(stages, sched, outs).items()
+    return [f"  lane sum {T.name}: in {by_id[p].name}'s kernel, each point's {by_id[p].shape[-1]} partials added "
+            f"in halves (no kernel of its own, no {by_id[p].name} buffer)" for p, T in pairs]
 
 
 def show_graph(tensors, schedule=None, device=None):
