@@ -891,10 +891,21 @@ def lane_sums(stages, schedule, outputs=()):
         ss = schedule.for_stage(P.name)
         tile, vec, _ = stage_tiling(P, ss)
         if (tile is None or vec != P.shape[-1] or tile[-1] != vec or phase.active(ss.phase)
-                or any(n % t for n, t in zip(P.shape, tile))):
+                or any(n % t for n, t in zip(P.shape, tile)) or not _one_reduction_over_its_box(P)):
             continue
         pairs[id(P)] = T
     return pairs
+
+
+def _one_reduction_over_its_box(op):
+    """Whether ``op`` is one reduction statement, from its identity, at every point of its box: its blocks' final
+    statements then write every point (no zero fill or other statement writes one a lane sum would miss)."""
+    sts = statements_of(op)
+    if len(sts) != 1 or sts[0].combiner is None or sts[0].accumulate:
+        return False
+    st = sts[0]
+    points = st.domain.project_out(isl.dim_type.set, st.n_out, st.domain.dim(isl.dim_type.set) - st.n_out)
+    return points.reset_tuple_id().is_equal(box_set("", st.out_vars).reset_tuple_id())
 
 
 #: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of:

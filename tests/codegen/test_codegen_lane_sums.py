@@ -11,7 +11,7 @@ import pytest
 import polyad as pa
 from polyad.codegen import tree
 from polyad.pipeline import generate
-from polyad.schedule import Schedule, StageSchedule
+from polyad.schedule import RFactor, Schedule, StageSchedule
 
 
 def _row_sums(rows=24, n=128):
@@ -99,3 +99,35 @@ def test_a_layer_norm_backward_sums_its_rows_in_the_partials_kernels():
     x, h = (rng.standard_normal((R, C)).astype(np.float32) for _ in range(2))
     want = pa.evaluate([dX], {X: x, H: h})[0]
     np.testing.assert_allclose(np.asarray(m(x, h)[0]), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+
+
+@pytest.mark.usefixtures("opencl")
+def test_ragged_lanes_of_interleaved_partials_are_summed_too():
+    """Rows of 120 in 16 interleaved partials (graph.rfactor's guarded form: lanes 8-15 sum one term fewer): every
+    point is still the one reduction statement's, so the block's final holds the whole vector."""
+    X, S, Y = _row_sums(n=120)
+    sched = Schedule("lanes", rfactor={"S": RFactor(16, "k", True)},
+                     stages={"S_rf": StageSchedule(tile=(1, 16), vectorize=16)})
+    p = generate([Y], [X], sched)
+    assert "S" not in [k.name for k in p.kernels]
+    x = np.random.default_rng(9).standard_normal(X.shape).astype(np.float32)
+    got = np.asarray(pa.build([Y, S], [X], schedule=sched)(x)[1])
+    np.testing.assert_allclose(got, pa.evaluate([S], {X: x})[0], rtol=2e-6)
+
+
+def test_only_one_reduction_over_its_whole_box_has_its_lanes_summed():
+    """A stage with a statement besides its reduction (a zero fill where a sum has no terms) would leave points a
+    lane sum misses: such partials keep their sum's kernel."""
+    from polyad.codegen.tree import _one_reduction_over_its_box
+    from polyad.schedule import prepare
+    from polyad.te.tensor import PlaceholderOp, walk_ops
+
+    X, S, Y = _row_sums()
+    outs, sched = prepare([Y], _schedule())
+    ops = {op.name: op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp)}
+    assert _one_reduction_over_its_box(ops["S_rf"]) and not _one_reduction_over_its_box(ops["Y"])
+    # a triangle: T[i] = sum_{j < i} X[i, j] has no terms at i = 0
+    j = pa.reduce_axis((0, 128), name="j")
+    T = pa.compute((24,), lambda i: pa.sum(X[i, j], axis=j, where=j < i), name="T")
+    (tri,) = [op for op in walk_ops(prepare([T], "naive")[0]) if op.name == "T"]
+    assert not _one_reduction_over_its_box(tri)
