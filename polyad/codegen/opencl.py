@@ -37,6 +37,7 @@ import cgen as c
 import cgen.opencl as cl
 import islpy as isl
 
+from ..errors import ScheduleError
 from ..te import dtype as dt
 from ..te.expr import Call, Const, Load, Var
 from ..te.semantics import pow_chain
@@ -1296,7 +1297,7 @@ class KernelWriter:
                     lit = ctx.lit(f.expr.value, f.expr.dtype)
                     lines.append(c.Statement(f"{a} = {lit if f.width == 1 else self._broadcast(f, lit)}"))
         elif ist.role == "final" and self.spec.lane_sum is not None:
-            lines += [c.Statement(x) for x in self._lane_sum(st, accs[0], vec, vnames)]
+            lines += [c.Statement(x) for x in self._lane_sum(st, accs[0], vec, vnames, l[n - 1])]
         elif ist.role == "final":
             lines += [c.Statement(x) for a, s in zip(accs, plan.stores) for x in stores(s, a)]
         else:
@@ -1328,9 +1329,10 @@ class KernelWriter:
                 lines += [c.Statement(f"{a} = n{k}") for k, a in enumerate(accs)]
         return c.Block(lines)
 
-    def _lane_sum(self, st, acc, vec, vnames):
-        """The statements adding up the ``vec`` partials of the vector ``acc`` (one output point's, the block's whole
-        last dimension) in halves, ``r8 = acc.lo + acc.hi`` ..., into the summing stage's output at the point."""
+    def _lane_sum(self, st, acc, vec, vnames, which):
+        """The statements adding up the ``vec`` partials of the vector ``acc`` (the ``which``-th of an output point's,
+        the block's whole last dimension) in halves, ``r8 = acc.lo + acc.hi`` ..., into the summing stage's output at
+        the point: the first vector stores, the others add (the block's finals run in order)."""
         (t,) = self.outputs
         ct = self.ctx.ctype(t.dtype)
         out, cur, k = [], acc, vec
@@ -1338,8 +1340,11 @@ class KernelWriter:
             k //= 2
             out.append(f"const {ct}{k if k > 1 else ''} r{k} = {cur}.lo + {cur}.hi")
             cur = f"r{k}"
-        flat = flat_index(self.ctx, [vnames[id(v)] for v in st.out_vars[:-1]], t.shape)
-        return out + [f"{self.tensor_names[id(t)]}[{flat}] = {_store(cur, t)}"]
+        ref = f"{self.tensor_names[id(t)]}[{flat_index(self.ctx, [vnames[id(v)] for v in st.out_vars[:-1]], t.shape)}]"
+        first = which.removesuffix("L")
+        if not first.isdigit():  # tree.lane_sums asks for the point loops unrolled: each final knows its vector
+            raise ScheduleError(f"stage {self.spec.stage.name!r}: a lane sum's final statement at vector {which!r}")
+        return out + [f"{ref} = {_store(cur if first == '0' else f'{_load(ref, t)} + {cur}', t)}"]
 
     def _in_bounds(self, st):
         """ids of ``st``'s loads whose every index isl proves within the tensor over the statement's domain:

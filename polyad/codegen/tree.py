@@ -852,7 +852,7 @@ def _scatter_stage(op, st, form, blocks, base, grid_dims):
     return [zero, scat], sched
 
 
-#: an rfactor's sum of one vector of partials a point is printed in the partials' kernel (tests compare both)
+#: an rfactor's sum of a point's vectors of partials is printed in the partials' kernel (tests compare both)
 LANE_SUMS = True
 
 
@@ -860,11 +860,11 @@ def lane_sums(stages, schedule, outputs=()):
     """``{id(partials op): sum op}``: the sums of interleaved partials that the partials' kernel computes itself.
 
     ``T[o] = sum_{ri} T_rf[o, ri]`` (graph.rfactor's final stage) where ``T_rf``, read by ``T`` alone and not an
-    output, is blocked with its whole last dimension as one vector (``tile[-1] == vectorize == F``) in tiles that
-    divide it: each full block's final statement holds a point's ``F`` partials in one vector accumulator, which it
-    adds up lane by lane, in halves, into ``T[o]``, where a kernel of its own read them back from memory, gathered
-    across points (a layer norm's backward: two such kernels of 0.04-0.14 ms).  The sum's order is the halves'
-    (the rfactor's reassociation, once more)."""
+    output, is blocked with its whole last dimension in vectors (``tile[-1] == F``) in tiles that divide it: a
+    full block's final statements hold a point's ``F`` partials in ``F / vectorize`` vector accumulators, each of
+    which adds its lanes in halves into ``T[o]`` (the first stores, the others add to it), where a kernel of its own
+    read them back from memory, gathered across points (a layer norm's backward: two such kernels of 0.04-0.14 ms).
+    The sum's order is the halves' (the rfactor's reassociation, once more)."""
     if not LANE_SUMS:
         return {}
     from ..te.expr import Load, Reduce
@@ -890,7 +890,7 @@ def lane_sums(stages, schedule, outputs=()):
             continue
         ss = schedule.for_stage(P.name)
         tile, vec, _ = stage_tiling(P, ss)
-        if (tile is None or vec != P.shape[-1] or tile[-1] != vec or phase.active(ss.phase)
+        if (tile is None or vec < 2 or tile[-1] != P.shape[-1] or phase.active(ss.phase) or not UNROLL_IN_PRINTER
                 or any(n % t for n, t in zip(P.shape, tile)) or not _one_reduction_over_its_box(P)):
             continue
         pairs[id(P)] = T

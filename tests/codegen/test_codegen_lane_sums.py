@@ -1,5 +1,5 @@
-"""Lane sums (codegen/tree.py ``lane_sums``): an rfactor's sum of one vector of partials a point runs in the partials'
-kernel, whose final statement adds the vector's lanes in halves into the sum's output; the partials get no buffer.
+"""Lane sums (codegen/tree.py ``lane_sums``): an rfactor's sum of a point's vectors of partials runs in the partials'
+kernel, whose final statements add each vector's lanes in halves into the sum's output; the partials get no buffer.
 
     S_rf[r, ri] = sum_{ro} X[r, 16*ro + ri] * X[r, 16*ro + ri]      tile (1, 16), vectorize 16: one vector a row
     S[r]        = sum_{ri} S_rf[r, ri]                               no kernel: r8 = acc.lo + acc.hi ... -> S[r]
@@ -38,10 +38,15 @@ def test_the_partials_kernel_writes_the_sum_and_the_partials_get_no_buffer():
     assert "lane sum S: in S_rf's kernel, each point's 16 partials added in halves" in pa.show([Y], schedule=_schedule())
 
 
-def test_only_a_whole_vector_of_partials_a_point_is_summed_in_its_kernel(monkeypatch):
+def test_only_whole_rows_of_partials_in_whole_blocks_are_summed_in_their_kernel(monkeypatch):
     X, S, Y = _row_sums()
-    # two vectors a row (tile 32 of float16): the sum keeps its kernel
-    assert "S" in [k.name for k in generate([Y], [X], _schedule((1, 32), 16, 32)).kernels]
+    # two vectors a row (tile 32 of float16): summed, the second vector added to the first's sum
+    two = generate([Y], [X], _schedule((1, 32), 16, 32))
+    src = two.source
+    assert "S" not in [k.name for k in two.kernels]
+    assert src.count("] = r1;") == 1 and src.count("] + r1;") == 1
+    # half a row of partials a block (tile 16 of 32): the sum keeps its kernel
+    assert "S" in [k.name for k in generate([Y], [X], _schedule((1, 16), 16, 32)).kernels]
     # rows a tile does not divide (24 rows in blocks of 5): partial blocks' scalar finals; the sum keeps its kernel
     assert "S" in [k.name for k in generate([Y], [X], _schedule((5, 16), 16)).kernels]
     # the partials read by another stage too
@@ -64,11 +69,11 @@ def test_only_a_whole_vector_of_partials_a_point_is_summed_in_its_kernel(monkeyp
 
 
 @pytest.mark.usefixtures("opencl")
-@pytest.mark.parametrize("tile", [(1, 16), (4, 16), (2, 8)])
-def test_lane_sums_equal_evaluate_and_the_separate_sum(tile, monkeypatch):
-    X, S, Y = _row_sums()
+@pytest.mark.parametrize("tile,vec", [((1, 16), 16), ((4, 16), 16), ((2, 8), 8), ((1, 32), 8), ((3, 40), 8)])
+def test_lane_sums_equal_evaluate_and_the_separate_sum(tile, vec, monkeypatch):
+    X, S, Y = _row_sums(n=120 if tile[-1] == 40 else 128)
     x = np.random.default_rng(7).standard_normal(X.shape).astype(np.float32)
-    sched = _schedule(tile, tile[-1], tile[-1])
+    sched = _schedule(tile, vec, tile[-1])
     got = np.asarray(pa.build([Y, S], [X], schedule=sched)(x)[1])
     want = pa.evaluate([S], {X: x})[0]
     np.testing.assert_allclose(got, want, rtol=2e-6)
