@@ -1342,7 +1342,7 @@ class KernelWriter:
             cur = f"r{k}"
         ref = f"{self.tensor_names[id(t)]}[{flat_index(self.ctx, [vnames[id(v)] for v in st.out_vars[:-1]], t.shape)}]"
         first = which.removesuffix("L")
-        if not first.isdigit():  # tree.lane_sums asks for the point loops unrolled: each final knows its vector
+        if not first.isdigit():  # the point loops are unrolled (the printer or isl): each final knows its vector
             raise ScheduleError(f"stage {self.spec.stage.name!r}: a lane sum's final statement at vector {which!r}")
         return out + [f"{ref} = {_store(cur if first == '0' else f'{_load(ref, t)} + {cur}', t)}"]
 

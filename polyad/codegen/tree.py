@@ -890,7 +890,7 @@ def lane_sums(stages, schedule, outputs=()):
             continue
         ss = schedule.for_stage(P.name)
         tile, vec, _ = stage_tiling(P, ss)
-        if (tile is None or vec < 2 or tile[-1] != P.shape[-1] or phase.active(ss.phase) or not UNROLL_IN_PRINTER
+        if (tile is None or vec < 2 or tile[-1] != P.shape[-1] or phase.active(ss.phase)
                 or any(n % t for n, t in zip(P.shape, tile)) or not _one_reduction_over_its_box(P)):
             continue
         pairs[id(P)] = T
