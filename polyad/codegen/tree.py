@@ -427,8 +427,7 @@ def _shift_extent(stmts, shape):
     srcs = list({id(x): x for x in (getattr(st, "source", None) or st for st in stmts)}.values())
     if not SHIFT_LAST or not shape or any(st.accumulate for st in srcs):
         return None
-    outs = [st.domain.project_out(isl.dim_type.set, st.n_out, len(st.vars) - st.n_out).reset_tuple_id()
-            for st in srcs]
+    outs = [st.out_domain for st in srcs]
     if any(not a.intersect(c).is_empty() for i, a in enumerate(outs) for c in outs[i + 1:]):
         return None
     return shape[-1]
@@ -886,10 +885,10 @@ def lane_sums(stages, schedule, outputs=()):
             continue
         P = load.tensor.op
         if (isinstance(P, PlaceholderOp) or P.num_outputs != 1 or readers.get(id(P)) != {id(T)} or id(P) in out_ops
-                or rk.extent != P.shape[-1] or scatter_form(P) is not None):
+                or rk.extent != P.shape[-1]):
             continue
         ss = schedule.for_stage(P.name)
-        tile, vec, _ = stage_tiling(P, ss)
+        tile, vec, _ = stage_tiling(P, ss)  # vectors: a one-hot sum among them builds as the gather, not a scatter
         if (tile is None or vec < 2 or tile[-1] != P.shape[-1] or phase.active(ss.phase)
                 or any(n % t for n, t in zip(P.shape, tile)) or not _one_reduction_over_its_box(P)):
             continue
@@ -903,9 +902,7 @@ def _one_reduction_over_its_box(op):
     sts = statements_of(op)
     if len(sts) != 1 or sts[0].combiner is None or sts[0].accumulate:
         return False
-    st = sts[0]
-    points = st.domain.project_out(isl.dim_type.set, st.n_out, st.domain.dim(isl.dim_type.set) - st.n_out)
-    return points.reset_tuple_id().is_equal(box_set("", st.out_vars).reset_tuple_id())
+    return sts[0].out_domain.is_equal(box_set("", sts[0].out_vars).reset_tuple_id())
 
 
 #: tiled stages built (stage statements, isl statements, marked schedule), by everything they are a function of:

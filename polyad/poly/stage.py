@@ -65,6 +65,11 @@ class Statement:
     def red_vars(self):
         return self.vars[self.n_out:]
 
+    @property
+    def out_domain(self):
+        """The output points the statement writes (its domain with the reduction dimensions projected out), unnamed."""
+        return self.domain.reset_tuple_id().project_out(isl.dim_type.set, self.n_out, len(self.vars) - self.n_out)
+
     __hash__ = object.__hash__
 
 

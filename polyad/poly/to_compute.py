@@ -12,8 +12,6 @@ Differentiating that graph and simplifying the result is exact, so gradients
 of gradients work.
 """
 
-import islpy as isl
-
 from ..errors import NotDifferentiableError
 from ..te.construct import select
 from ..te.expr import Const, IterVar
@@ -38,8 +36,7 @@ def as_compute(op):
         if st.domain.is_empty():
             continue
         part = _statement_compute(op, st, k)
-        proj = st.domain.reset_tuple_id().project_out(isl.dim_type.set, st.n_out, len(st.vars) - st.n_out)
-        covered = FromIsl(st.out_vars).cond_of_set(proj)
+        covered = FromIsl(st.out_vars).cond_of_set(st.out_domain)
 
         def step(*o, prev=acc, part=part, covered=covered, st=st):
             cov = substitute(covered, dict(zip(st.out_vars, o)))
