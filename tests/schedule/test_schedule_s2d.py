@@ -38,6 +38,27 @@ def _strided_stages(outs):
     return [op.name for op in stage_ops(outs)[0] if strided_reads(op)]
 
 
+#: a stride-2 transposed convolution's gradient stages, both reading its output gradient at the stride
+_TRANSPOSED = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
+
+
+def _transposed_conv_grads(size, c_in, c_out):
+    """(inputs X, W, H, the gradients of X and W) of a 3x3, stride-2, padding-1 transposed convolution."""
+    X = pa.placeholder((2, c_in, size, size), name="X")
+    W = pa.placeholder((c_in, c_out, 3, 3), name="W")
+    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H")
+    return (X, W, H), list(pa.differentiate(Y, [X, W], head=H))
+
+
+def _assert_built_equals_evaluate(grads, ins, schedule, seed):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in ins]
+    got = pa.build(grads, list(ins), schedule=schedule)(*arrays)
+    for g, ref in zip(got, pa.evaluate(grads, dict(zip(ins, arrays)))):
+        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
+
+
 @settings(max_examples=40, deadline=None)
 @given(case=random_convs())
 def test_space_to_depth_equals_evaluate_on_random_convolutions(case):
@@ -246,46 +267,28 @@ def test_a_shared_de_interleaved_copy_is_not_rebuilt_longer_for_one_of_its_reade
     """Padded lanes (``rfactor(.., pad=True)``) rebuild a space-to-depth copy longer under its own name when only
     the stage it was made for reads it; a copy two stages share gets a zero-padded copy instead, so that no two
     stages share a name, and the gradients equal pa.evaluate."""
-    X = pa.placeholder((2, 4, 7, 7), name="X")
-    W = pa.placeholder((4, 3, 3, 3), name="W")
-    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)
-    H = pa.placeholder(Y.shape, name="H")
-    grads = pa.differentiate(Y, [X, W], head=H)
-    names = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
-    sched = Schedule("s2d", pad=names, space_to_depth=names,
+    ins, grads = _transposed_conv_grads(7, 4, 3)
+    sched = Schedule("s2d", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED,
                      rfactor={"d_W_from_conv2d_transpose": RFactor(4, "xq", True, pad=True)})  # 7 columns run 8
-    ops = [op for op in walk_ops(apply_graph_schedule(list(grads), sched)[0]) if not isinstance(op, PlaceholderOp)]
+    ops = [op for op in walk_ops(apply_graph_schedule(grads, sched)[0]) if not isinstance(op, PlaceholderOp)]
     assert len({op.name for op in ops}) == len(ops), [op.name for op in ops]
     assert any(op.name.endswith("_s2d_pad") for op in ops)
-    rng = np.random.default_rng(4)
-    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
-    got = pa.build(list(grads), [X, W, H], schedule=sched)(*arrays)
-    for g, ref in zip(got, pa.evaluate(list(grads), dict(zip((X, W, H), arrays)))):
-        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
+    _assert_built_equals_evaluate(grads, ins, sched, 4)
 
 
 def test_a_copy_whose_rows_no_vector_divides_runs_in_float4_tiles_the_last_moved_back(opencl):
     """copy_rows: a de-interleaved copy's rows of 57 (a stride-2 transposed conv's output gradient) in float4
     tiles, the last moved back to end at the row's end (1.39-1.54 ms against the naive loops' 2.18-2.54 at
     16x16x2x2x57x57); rows shorter than two float4 keep the naive loops; the built copy equals pa.evaluate."""
-    X = pa.placeholder((2, 3, 14, 14), name="X")
-    W = pa.placeholder((3, 2, 3, 3), name="W")
-    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)  # 27 wide: the copy's rows are 15 (14 read)
-    H = pa.placeholder(Y.shape, name="H")
-    grads = pa.differentiate(Y, [X, W], head=H)
-    names = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
-    graph = Schedule("g", pad=names, space_to_depth=names)
-    sched = auto_schedule(apply_graph_schedule(list(grads), graph)[0], device=ZEN5)
+    ins, grads = _transposed_conv_grads(14, 3, 2)  # 27 wide: the copy's rows are 15 (14 read)
+    graph = Schedule("g", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED)
+    sched = auto_schedule(apply_graph_schedule(grads, graph)[0], device=ZEN5)
     (copy,) = [n for n in sched.stages if n.endswith("_s2d")]
     assert sched.stages[copy] == StageSchedule(tile=(1, 1, 1, 1, 1, 4), vectorize=4)
     assert any(n.startswith(copy + ":") and "the last moved back" in n for n in sched.notes)
     assert [_cut_width(e, ZEN5) for e in (57, 15, 8, 7)] == [4, 4, 4, None]
-    rng = np.random.default_rng(2)
-    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
-    built = Schedule("g", pad=names, space_to_depth=names, stages={copy: sched.stages[copy]})
-    got = pa.build(list(grads), [X, W, H], schedule=built)(*arrays)
-    for g, ref in zip(got, pa.evaluate(list(grads), dict(zip((X, W, H), arrays)))):
-        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
+    built = Schedule("g", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED, stages={copy: sched.stages[copy]})
+    _assert_built_equals_evaluate(grads, ins, built, 2)
 
 
 @pytest.mark.opencl
@@ -526,20 +529,11 @@ def test_two_stages_that_read_the_same_values_de_interleaved_share_one_copy(open
     """A stride-2 transposed convolution's data and weight gradients both read its output gradient at the stride,
     each through its own zero-padded copy: one de-interleaved copy serves both (a second, the same values, took
     2.3 ms of the backward's 10.6 at 16x32x56x56), and the gradients equal pa.evaluate."""
-    X = pa.placeholder((2, 4, 7, 7), name="X")
-    W = pa.placeholder((4, 3, 3, 3), name="W")
-    Y = pa.nn.conv2d_transpose(X, W, strides=2, padding=1)
-    H = pa.placeholder(Y.shape, name="H")
-    grads = pa.differentiate(Y, [X, W], head=H)
-    names = ("d_X_from_conv2d_transpose", "d_W_from_conv2d_transpose")
-    sched = Schedule("s2d", pad=names, space_to_depth=names)  # what auto takes at the bench_ops shape
-    graph = apply_graph_schedule(list(grads), sched)[0]
+    ins, grads = _transposed_conv_grads(7, 4, 3)
+    sched = Schedule("s2d", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED)  # what auto takes at the bench_ops shape
+    graph = apply_graph_schedule(grads, sched)[0]
     copies = [op for op in walk_ops(graph) if "space_to_depth_of" in getattr(op, "attrs", {})]
     readers = {op.name for op in walk_ops(graph) if not isinstance(op, PlaceholderOp)
                for t in op.input_tensors if copies and t.op is copies[0]}
     assert len(copies) == 1 and len(readers) == 2, ([c.name for c in copies], readers)
-    rng = np.random.default_rng(1)
-    arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in (X, W, H)]
-    got = pa.build(list(grads), [X, W, H], schedule=sched)(*arrays)
-    for g, ref in zip(got, pa.evaluate(list(grads), dict(zip((X, W, H), arrays)))):
-        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-5, atol=1e-5)
+    _assert_built_equals_evaluate(grads, ins, sched, 1)
