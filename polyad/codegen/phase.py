@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..poly.convert import FromIsl, NotAffine, ToIsl, bounds, count, pieces
+from ..poly.convert import FromIsl, NotAffine, ToIsl, bounds, pieces
 from ..poly.stage import Statement, dim_names
+from ..schedule.phase import phase_domain
 from ..te import dtype as dt
 from ..te.expr import Const, IterVar, Load, Var
 from ..te.memo import Recent
@@ -103,28 +104,12 @@ def _phase_statements(op, stmts, phase):
     return out
 
 
-def _names(n, m):
-    return [f"pa_x{d}" for d in range(n)] + [f"pa_r{j}" for j in range(m)]
-
-
 def _phased(st, strides, offs, name, k):
-    n, m = st.n_out, len(st.vars) - st.n_out
-    xs = _names(n, m)
-    qs = [f"pa_q{d}" for d in range(n)] + xs[n:]
-    D = st.domain.reset_tuple_id()
-    for i, nm in enumerate(xs):
-        D = D.set_dim_name(_dt.set, i, nm)
-    cons = " and ".join(f"pa_x{d} = {s}*pa_q{d} + {p}" for d, (s, p) in enumerate(zip(strides, offs))) or "true"
-    to_q = isl.Map(f"{{ [{', '.join(xs)}] -> [{', '.join(qs)}] : {cons} }}")
-    Dq = D.apply(to_q)
-    if Dq.is_empty():
+    n = st.n_out
+    found = phase_domain(st.domain, n, strides, offs)
+    if found is None:
         return None
-    skew = _skews(Dq, n, m, strides)
-    rs = [f"pa_s{j}" for j in range(m)]
-    rdef = [" + ".join([f"pa_s{j}"] + [f"{a}*pa_q{d}" for d, a in enumerate(row) if a]) for j, row in enumerate(skew)]
-    to_s = isl.Map(f"{{ [{', '.join(qs)}] -> [{', '.join(qs[:n] + rs)}] : "
-                   + (" and ".join(f"pa_r{j} = {e}" for j, e in enumerate(rdef)) or "true") + " }")
-    Dp = Dq.apply(to_s).coalesce()
+    Dp, skew = found
     box = bounds(Dp)
     new_vars, subst = [], {}
     for d, v in enumerate(st.vars):
@@ -146,55 +131,6 @@ def _phased(st, strides, offs, name, k):
     values = _rewrite(st.values, st, new_vars, subst, strides, offs, skew, dom)
     return PhasedStatement(name, new_vars, n, dom, values, st.combiner, st.accumulate,
                            source=st, strides=strides, offsets=offs, skew=tuple(map(tuple, skew)), phase_index=k)
-
-
-def _skews(Dq, n, m, strides):
-    """Per reduction variable, per output dimension, the coefficient ``a`` of ``q_d`` in ``r = r' + a*q_d``.
-
-    Read off isl: the lexmin and lexmax of ``r_j`` as functions of the output point ``q`` over the
-    phase's domain, on their largest pieces (the interior).  Where both move with ``q_d`` by the same
-    integer coefficient, ``r_j``'s window slides with ``q_d`` and is re-counted from it; otherwise
-    (a box-bounded variable: a stride-1 convolution's kernel offset) ``a = 0``.  Only phased
-    dimensions are skewed.
-    """
-    out = []
-    for j in range(m):
-        row = [0] * n
-        M = isl.Map.from_range(Dq.project_out(_dt.set, n + j + 1, m - j - 1).project_out(_dt.set, n, j))
-        M = M.move_dims(_dt.in_, 0, _dt.out, 0, n)
-        lo, hi = _main_piece(M.lexmin_pw_multi_aff()), _main_piece(M.lexmax_pw_multi_aff())
-        if lo is not None and hi is not None:
-            for d in range(n):
-                if strides[d] <= 1:
-                    continue
-                a, b = _coef(lo, d), _coef(hi, d)
-                if a == b and a is not None:
-                    row[d] = a
-        out.append(row)
-    return out
-
-
-def _main_piece(pma):
-    best, best_n = None, -1
-    for s, ma in pieces(pma):
-        try:
-            c = count(s)
-        except Exception:  # noqa: BLE001 - an unbounded or odd piece: not the interior
-            continue
-        if c > best_n:
-            best, best_n = ma.get_at(0), c
-    return best
-
-
-def _coef(aff, d):
-    if aff.dim(_dt.div):
-        for k in range(aff.dim(_dt.div)):
-            if not aff.get_coefficient_val(_dt.div, k).is_zero():
-                return None
-    v = aff.get_coefficient_val(_dt.in_, d)
-    if not v.is_int():
-        return None
-    return int(v.to_python())
 
 
 def _rewrite(values, st, new_vars, subst, strides, offs, skew, context):

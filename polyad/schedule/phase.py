@@ -22,9 +22,11 @@ from math import gcd
 
 import islpy as isl
 
+from ..poly.convert import count, pieces
+
 _dt = isl.dim_type
 
-__all__ = ["phase_strides"]
+__all__ = ["phase_strides", "phase_domain", "phase_boxes"]
 
 
 def _lcm(a, b):
@@ -63,6 +65,74 @@ def phase_strides(op):
             out[d] = _lcm(out[d], s)
     out = [s if s <= ext else 1 for s, ext in zip(out, op.shape)]
     return tuple(out) if any(s > 1 for s in out) else None
+
+
+def phase_domain(domain, n_out, strides, offsets):
+    """One phase of a statement's domain, counted from its ``q``: ``(Dp, skew)``, or None where the phase has no
+    point.
+
+    ``Dp`` is the isl set ``{ [pa_q.., pa_s..] }`` of the phase ``x = strides*q + offsets``, each reduction
+    variable ``r_j = s_j + sum_d skew[j][d] * q_d`` counted from the ``q`` it slides with (:func:`_skews`):
+    ``{ [x, r] : x - 4 <= 3*r <= x }`` in phase ``x = 3*q`` is ``{ [q, s] : -1 <= s <= 0 }``, with skew 1.
+    codegen/phase.py builds its statements on it; :func:`phase_boxes` its bounding boxes.
+    """
+    n, m = n_out, domain.dim(_dt.set) - n_out
+    xs = [f"pa_x{d}" for d in range(n)] + [f"pa_r{j}" for j in range(m)]
+    qs = [f"pa_q{d}" for d in range(n)] + xs[n:]
+    D = domain.reset_tuple_id()
+    for i, nm in enumerate(xs):
+        D = D.set_dim_name(_dt.set, i, nm)
+    cons = " and ".join(f"pa_x{d} = {s}*pa_q{d} + {p}" for d, (s, p) in enumerate(zip(strides, offsets))) or "true"
+    Dq = D.apply(isl.Map(f"{{ [{', '.join(xs)}] -> [{', '.join(qs)}] : {cons} }}"))
+    if Dq.is_empty():
+        return None
+    skew = _skews(Dq, n, m, strides)
+    ss = qs[:n] + [f"pa_s{j}" for j in range(m)]
+    to_s = isl.Map(f"{{ [{', '.join(qs)}] -> [{', '.join(ss)}] : "
+                   + (" and ".join(f"pa_r{j} = {e}" for j, e in enumerate(_sums(skew))) or "true") + " }")
+    return Dq.apply(to_s).coalesce(), skew
+
+
+def _sums(skew):
+    """``r_j`` in terms of the skewed variables: ``pa_s{j} + a*pa_q{d}..``."""
+    return [" + ".join([f"pa_s{j}"] + [f"{a}*pa_q{d}" for d, a in enumerate(row) if a]) for j, row in enumerate(skew)]
+
+
+def phase_boxes(domain, n_out, strides):
+    """The union over the phases of ``strides`` of each phase's skewed domain's bounding box, in the domain's own
+    coordinates (unnamed tuple): what ``domain`` would be were no phase clipped but by boxes.
+
+    A stride-2 convolution's data gradient (3 taps, padding 1, 28 rows of the output gradient ``H``) reads
+    ``H[y]`` over ``{ [x, y] : x - 1 <= 2*y <= x + 1 and 0 <= x < 56 and 0 <= y < 28 }``: its odd phase
+    ``x = 2*q + 1`` runs ``y = q + s`` for ``s`` in ``[0, 1]`` but at ``q = 27``, where ``H`` ends.  Its
+    phase boxes drop that clip, ``0 <= y < 28`` becomes ``0 <= y <= 28``: every phase a box, one more row read.
+    None when a phase has no point or is unbounded.
+    """
+    import itertools
+
+    n, m = n_out, domain.dim(_dt.set) - n_out
+    dims = [d for d in range(n) if strides[d] > 1]
+    out = None
+    for combo in itertools.product(*[range(strides[d]) for d in dims]):
+        offs = [0] * n
+        for d, p in zip(dims, combo):
+            offs[d] = p
+        found = phase_domain(domain, n, strides, offs)
+        if found is None or not found[0].is_bounded():
+            return None
+        Dp, skew = found
+        box = isl.Set.universe(Dp.get_space())
+        for k in range(n + m):
+            box = box.lower_bound_val(_dt.set, k, Dp.dim_min_val(k)).upper_bound_val(_dt.set, k, Dp.dim_max_val(k))
+        qs = [f"pa_q{d}" for d in range(n)] + [f"pa_s{j}" for j in range(m)]
+        xs = [f"pa_x{d}" for d in range(n)] + [f"pa_r{j}" for j in range(m)]
+        back = " and ".join([f"pa_x{d} = {s}*pa_q{d} + {p}" for d, (s, p) in enumerate(zip(strides, offs))]
+                            + [f"pa_r{j} = {e}" for j, e in enumerate(_sums(skew))])
+        got = box.apply(isl.Map(f"{{ [{', '.join(qs)}] -> [{', '.join(xs)}] : {back} }}"))
+        out = got if out is None else out.union(got)
+    return out.coalesce()
+
+
 
 
 def _domain_strides(st):
@@ -141,3 +211,52 @@ def _value_strides(st):
                     for d, x in enumerate(_aff_strides(b.get_div(k), n)):
                         out[d] = _lcm(out[d], x)
     return out
+
+
+def _skews(Dq, n, m, strides):
+    """Per reduction variable, per output dimension, the coefficient ``a`` of ``q_d`` in ``r = r' + a*q_d``.
+
+    Read off isl: the lexmin and lexmax of ``r_j`` as functions of the output point ``q`` over the
+    phase's domain, on their largest pieces (the interior).  Where both move with ``q_d`` by the same
+    integer coefficient, ``r_j``'s window slides with ``q_d`` and is re-counted from it; otherwise
+    (a box-bounded variable: a stride-1 convolution's kernel offset) ``a = 0``.  Only phased
+    dimensions are skewed.
+    """
+    out = []
+    for j in range(m):
+        row = [0] * n
+        M = isl.Map.from_range(Dq.project_out(_dt.set, n + j + 1, m - j - 1).project_out(_dt.set, n, j))
+        M = M.move_dims(_dt.in_, 0, _dt.out, 0, n)
+        lo, hi = _main_piece(M.lexmin_pw_multi_aff()), _main_piece(M.lexmax_pw_multi_aff())
+        if lo is not None and hi is not None:
+            for d in range(n):
+                if strides[d] <= 1:
+                    continue
+                a, b = _coef(lo, d), _coef(hi, d)
+                if a == b and a is not None:
+                    row[d] = a
+        out.append(row)
+    return out
+
+
+def _main_piece(pma):
+    best, best_n = None, -1
+    for s, ma in pieces(pma):
+        try:
+            c = count(s)
+        except Exception:  # noqa: BLE001 - an unbounded or odd piece: not the interior
+            continue
+        if c > best_n:
+            best, best_n = ma.get_at(0), c
+    return best
+
+
+def _coef(aff, d):
+    if aff.dim(_dt.div):
+        for k in range(aff.dim(_dt.div)):
+            if not aff.get_coefficient_val(_dt.div, k).is_zero():
+                return None
+    v = aff.get_coefficient_val(_dt.in_, d)
+    if not v.is_int():
+        return None
+    return int(v.to_python())

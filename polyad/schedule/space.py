@@ -257,20 +257,21 @@ def _cropped_reduction(op, info, dm):
 # ---------------------------------------------------------------------------------------------
 def _pad_clipped_sum(op, info, dm):
     """A clipped sum (a stride-1 or dilated convolution's data gradient) runs over its bounding box on a
-    zero-padded operand: border blocks then vectorise like the interior."""
+    zero-padded operand, a strided one's over its phases' boxes: border blocks then vectorise like the interior."""
     from ..poly.convert import count
 
     found = paddable(op)
     if found is None:
         return []
-    st, load, bb = found
+    st, load = found.statement, found.load
     inside = count(st.domain)
-    boxed = math.prod(hi - lo + 1 for lo, hi in bb)
+    boxed = count(found.domain) if found.box is None else math.prod(hi - lo + 1 for lo, hi in found.box)
     if inside < _const("pad_clipped_sums", "min_reduction") * _points(op) or \
             boxed > _const("pad_clipped_sums", "max_extra") * inside:
         return []  # short reductions (a pad's gradient) or mostly-empty boxes: the border cases pay
-    return [(True, f"pad_reads {op.name}: its sum is clipped only by {load.tensor.name}'s bounds; over the "
-                   f"bounding box on a zero-padded {load.tensor.name} ({boxed / inside:.2f}x the multiply-adds) "
+    over = "bounding box" if found.box is not None else "phases' boxes"
+    return [(True, f"pad_reads {op.name}: its sum is clipped only by {load.tensor.name}'s bounds; over its {over} "
+                   f"on a zero-padded {load.tensor.name} ({boxed / inside:.2f}x the multiply-adds) "
                    "every block is a full vector block")]
 
 

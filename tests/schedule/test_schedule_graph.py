@@ -1,7 +1,9 @@
 """inline and rfactor are pure graph rewrites that keep the values (checked with pa.evaluate)."""
 
+import dataclasses
 import time
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -245,6 +247,58 @@ def test_pad_reads_keeps_dilated_gradients_and_refuses_strided_ones():
     assert not [op for op in walk_ops(outs) if not isinstance(op, PlaceholderOp) and paddable(op)]  # divisibility
     with pytest.raises(pa.ScheduleError, match=f"pad_reads: stage '{dS.name}' is not a sum"):
         pad_reads(outs, dS.name)
+
+
+def test_pad_reads_runs_a_strided_data_gradient_over_its_phases_boxes():
+    """A 3x3/2/1 conv2d's data gradient (after the crop is folded in) sums over
+    ``{ [n, c, h, w, f, y, x] : h - 1 <= 2y <= h + 1 and w - 1 <= 2x <= w + 1 and 0 <= y, x < 7 and ... }``: its
+    box is no use (it is clipped by W's taps too), but each stride phase is a box clipped by H's last row and
+    column.  Over the phases' boxes (``y, x <= 7``) on H zero-padded by one row and column, every phase is a box,
+    the statement and its values the same."""
+    from polyad.poly.stage import PolyOp
+    from polyad.schedule.graph import fold, foldable, pad_reads, paddable, stage_ops, uniquely_named
+    from polyad.schedule.phase import phase_domain, phase_strides
+
+    dX, H, W, feeds = _conv_dx(size=14, stride=2, padding=1)
+    outs = uniquely_named([dX])
+    (crop,) = [op.name for op in stage_ops(outs)[0] if foldable(outs, op) is None]
+    outs = fold(outs, crop)
+    op = stage_ops(outs)[1][crop]
+    found = paddable(op)
+    assert found.box is None and found.load.tensor is H
+    assert found.domain.is_equal(isl.Set(
+        "{ [n, c, h, w, f, y, x] : 0 <= n < 2 and 0 <= c < 3 and 0 <= h < 14 and 0 <= w < 14 and 0 <= f < 4 "
+        "and h - 1 <= 2y <= h + 1 and w - 1 <= 2x <= w + 1 }"))  # y, x <= 7: one past H's end
+    (g,) = pad_reads(outs, crop)
+    assert isinstance(g.op, PolyOp) and len(g.op.statements) == 1 and phase_strides(g.op) == (1, 1, 2, 2)
+    (hp,) = [t for t in g.op.input_tensors if t.name == "H_pad"]
+    assert hp.shape == (2, 4, 8, 8)
+    assert paddable(g.op).load.tensor is W  # only its box clipped by W's taps is left: 28x the terms, refused
+    st = g.op.statements[0]
+    for p in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        Dp, _ = phase_domain(st.domain, 4, (1, 1, 2, 2), (0, 0) + p)
+        assert Dp.is_box()  # each phase a box (counted from its q)
+    _same([g], [dX], feeds)
+
+
+def test_auto_pads_a_strided_data_gradient_and_the_build_matches_evaluate(opencl):
+    X = pa.placeholder((2, 8, 14, 14), name="X")
+    W = pa.placeholder((16, 8, 3, 3), name="W")
+    Y = pa.nn.conv2d(X, W, strides=2, padding=1)
+    H = pa.placeholder(Y.shape, name="H")
+    (dX,) = pa.differentiate(Y, [X], H)
+    from polyad.schedule import StageSchedule, auto_schedule
+
+    s = auto_schedule([dX], device=ZEN5)
+    (n,) = s.pad
+    assert any(f"pad_reads {n}" in w and "over its phases' boxes" in w for w in s.notes)
+    feeds = {W: RNG.standard_normal(W.shape).astype(np.float32), H: RNG.standard_normal(H.shape).astype(np.float32)}
+    want = pa.evaluate(dX, feeds)
+    phased = dataclasses.replace(s, stages={**s.stages, n: StageSchedule(phase=(1, 1, 2, 2), tile=(1, 4, 2, 4),
+                                                                         vectorize=4)})
+    for sched in (s, phased):  # auto's block at this shape, and phases of 7 in moved float4 tiles
+        got = pa.build(dX, [W, H], schedule=sched)(feeds[W], feeds[H])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_auto_pads_a_conv_data_gradient_and_the_build_matches_evaluate():

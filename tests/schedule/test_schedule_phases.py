@@ -10,6 +10,7 @@ import dataclasses
 import pathlib
 import sys
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -20,7 +21,7 @@ from polyad.schedule import DeviceModel, StageSchedule, prepare
 from polyad.schedule.auto import auto_schedule
 from polyad.schedule.cost import phase_build_s, stage_cost, stage_features, stage_info
 from polyad.schedule.graph import fold, stage_ops, uniquely_named
-from polyad.schedule.phase import phase_strides
+from polyad.schedule.phase import phase_boxes, phase_domain, phase_strides
 from polyad.schedule.space import RULE, graph_decisions, phase_options, stage_space
 from polyad.te.tensor import PlaceholderOp, walk_ops
 
@@ -252,3 +253,22 @@ def test_the_phased_pool_gather_adds_what_the_scatter_adds(opencl):
     got = np.asarray(pa.build(outs, ins)(*args)[0])
     assert np.array_equal(got, np.asarray(pa.build(outs, ins, schedule="naive")(*args)[0]))  # the scatter
     np.testing.assert_allclose(got, pa.evaluate(outs, dict(zip(ins, args)))[0], rtol=1e-6, atol=1e-6)
+
+
+def test_a_phase_is_counted_from_its_q_and_its_boxes_drop_the_clip_of_a_strided_window():
+    """A stride-2 window of 3 taps (padding 1) over 28 rows: the even phase ``x = 2q`` reads ``y = q``, the odd
+    one ``y = q + s``, ``s`` in ``[0, 1]``, except at ``q = 27`` where the rows end.  Over the phases' boxes the
+    domain is the window with ``y <= 28``: what pad_reads runs on a zero-padded operand."""
+    D = isl.Set("{ [x, y] : x - 1 <= 2y <= x + 1 and 0 <= x < 56 and 0 <= y < 28 }")
+    even, skew = phase_domain(D, 1, (2,), (0,))
+    assert skew == [[1]] and even.is_equal(isl.Set("{ [q, s] : 0 <= q <= 27 and s = 0 }"))
+    odd, skew = phase_domain(D, 1, (2,), (1,))
+    assert skew == [[1]] and odd.is_equal(isl.Set("{ [q, s] : 0 <= q <= 27 and 0 <= s <= 1 and q + s <= 27 }"))
+    boxes = phase_boxes(D, 1, (2,))
+    assert boxes.is_equal(isl.Set("{ [x, y] : x - 1 <= 2y <= x + 1 and 0 <= x < 56 and 0 <= y <= 28 }"))
+    evens = isl.Set("{ [x, y] : x = 2y and 0 <= x < 8 }")  # no point in the odd phase: no boxes
+    assert phase_domain(evens, 1, (2,), (1,)) is None and phase_boxes(evens, 1, (2,)) is None
+    # a stride-3 window of 5 taps: 9 phases' boxes, each at most 2 taps, the clip at both ends dropped
+    D3 = isl.Set("{ [x, y] : x - 2 <= 3y <= x + 2 and 0 <= x < 57 and 0 <= y < 19 }")
+    assert phase_boxes(D3, 1, (3,)).is_equal(isl.Set("{ [x, y] : x - 2 <= 3y <= x + 2 and 0 <= x < 57 }"))
+
