@@ -433,6 +433,15 @@ def _shift_extent(stmts, shape):
     return shape[-1]
 
 
+def _phase_extent(st, extent):
+    """The extent a statement's cut last tiles move back from: ``extent``, but a phase's own where it has fewer
+    points than the phased shape (a 111-wide transposed convolution's odd phase, 55 of ``q``'s 56: its last float16
+    tile over 39-54, where it took a float4, a float2 and a scalar group)."""
+    if extent is None or not isinstance(st, phase.PhasedStatement):
+        return extent
+    return min(extent, int(st.out_domain.dim_max_val(st.n_out - 1).to_python()) + 1)
+
+
 def _vector_box(l, tile, w):
     """``0 <= l_d < tile_d`` with the last ``l`` counting ``w``-lane vectors (isl text)."""
     n = len(tile)
@@ -565,7 +574,7 @@ def _tiled_stage(op, stmts, bases, tile, vec, unroll, grid_dims, shape=None, wid
     extent = _shift_extent(stmts, shape or op.shape)
     for si, (st, base) in enumerate(zip(stmts, bases)):
         narrower = remainder_widths(vec, widths) if st.combiner is not None else ()
-        full, (shift, shifted), groups, partial = _split_full_tiles(st, tile, vec, narrower, extent)
+        full, (shift, shifted), groups, partial = _split_full_tiles(st, tile, vec, narrower, _phase_extent(st, extent))
         m = len(st.vars) - st.n_out
 
         def points(x):
