@@ -1258,11 +1258,12 @@ def _copy_rows(op, info, dm, graph):
         return []
     vec = _copy_width(e, dm)
     if vec == 1 and info.vectors:
-        # no vector divides the row: tiles of a short vector along it, the last moved back to end at the row's
-        # end (codegen's moved tile); rows too short for two of them run the naive loops, which PoCL's
-        # work-item vectoriser runs in lanes
+        # no vector divides the row: the whole row in a work-item, in vectors of a short width and its last points
+        # one by one; rows too short for two of them run the naive loops, which PoCL's work-item vectoriser runs in
+        # lanes
         w = _cut_width(e, dm)
-        return [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (w,), vectorize=w) if w else StageSchedule()]
+        return [StageSchedule(tile=(1,) * (len(op.shape) - 1) + (-(-e // w) * w,), vectorize=w) if w else
+                StageSchedule()]
     if not info.vectors:  # a bool copy: no vectors (auto's schedule of a bool transpose was its own ScheduleError)
         vec = 1
     r = max(1, min(op.shape[-2], _const("copy_rows", "row_elements") // e))
@@ -1282,7 +1283,8 @@ def _copy_note(op, info, dm):
     if _copy_width(e, dm) > 1 or not info.vectors:
         return f"a copy: whole rows of {e} as vectors"
     if _cut_width(e, dm):
-        return f"a copy whose rows of {e} no vector divides: tiles of a short vector, the last moved back"
+        return f"a copy whose rows of {e} no vector divides: whole rows in vectors of {_cut_width(e, dm)}, the rest " \
+               "point by point"
     return f"a copy whose rows of {e} no vector divides: the naive loops, in lanes across work-items"
 
 
@@ -2128,8 +2130,8 @@ RULES = (
                                    f"sharing their loads"),
     Rule("copy_rows", "stage", "a materialised copy (CPU; reads, selects against zero, casts: a crop, a padded or "
          "space-to-depth copy): whole rows of its last dimension (at most max_row), about row_elements per block, "
-         "in the widest vectors dividing the row; where none divides it, tiles of cut_width lanes along it, the "
-         "last moved back (the naive loops on rows shorter than two)",
+         "in the widest vectors dividing the row; where none divides it, the whole row in a work-item in vectors of "
+         "cut_width lanes, its last points one by one (the naive loops on rows shorter than two)",
          {"widths": (16, 8, 4, 2), "row_elements": 80, "max_row": 512, "cut_width": 4},
          "PoCL, 2-core Zen 4: conv2d_5x5_s3's X_s2d (32x17x3x3x20x20 from X through its zero padding): naive "
          "4.4-5.7 ms, 1x1x1x1x1x20/float4 2.0, 1x1x1x1x4x20/float4 1.2-1.4, 1x1x1x3x1x20/float4 1.8; its dX crop "
@@ -2139,7 +2141,10 @@ RULES = (
          "tiles (thirty-third session, medians of 9 alternating profiles, two runs): that copy in tiles of a "
          "float4 0.52-0.57 ms against the naive loops' 0.56-0.67, float8 0.67-0.74, float16 1.12; a stride-2 "
          "transposed conv's de-interleaved output gradient (16x16x2x2x57x57) 1.39-1.54 against 2.18-2.54, "
-         "4 rows of float8 0.94-1.40 (1.1 on the rows of 29)",
+         "4 rows of float8 0.94-1.40 (1.1 on the rows of 29); thirty-fourth session, medians of 9 alternating "
+         "profiles: whole rows in float4 (tiles of 60, 14 vectors and a point) 1.00 ms against float4 tiles' 1.43, "
+         "float8 tiles 1.34, 2 rows 1.36-1.38, 4x4 blocks 1.66; the 3x3/2/1 conv2d's rows of 29 0.39 against 0.96; "
+         "rows of 15 0.086 against 0.140; rows of 7 (naive) 0.058 against 0.056",
          **_deciding("copy_rows", _copy_rows),
          note=lambda op, info, dm: _copy_note(op, info, dm)),
     Rule("divided_rows", "stage", "an elementwise stage reading along its last dimension through a floor "

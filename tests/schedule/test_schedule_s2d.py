@@ -242,8 +242,8 @@ def test_copy_rows_blocks_plain_copies_only():
     shape = dict(WORKLOADS["conv2d_5x5_s3"].params, batch=8)  # the weight gradient's lanes along x, H padded
     s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", shape))["bwd"], device=ZEN5)
     # H padded to 24 columns for the weight gradient's lanes (and to 21 for the data gradient's phase boxes)
-    (wide,) = [n for n, st in s.stages.items() if n.startswith("H_pad") and st.tile[-2:] == (1, 24)]
-    assert s.stages[wide].vectorize == 8
+    (wide,) = [n for n, st in s.stages.items() if n.startswith("H_pad") and st.tile[-2:] == (1, 24) and
+               st.vectorize == 8]
     assert any(n.startswith(wide + ":") and "a copy: whole rows of 24" in n for n in s.notes)
     s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
     # the crop computes the data gradient (folded): a reduction, not a copy
@@ -278,16 +278,17 @@ def test_a_shared_de_interleaved_copy_is_not_rebuilt_longer_for_one_of_its_reade
     _assert_built_equals_evaluate(grads, ins, sched, 4)
 
 
-def test_a_copy_whose_rows_no_vector_divides_runs_in_float4_tiles_the_last_moved_back(opencl):
-    """copy_rows: a de-interleaved copy's rows of 57 (a stride-2 transposed conv's output gradient) in float4
-    tiles, the last moved back to end at the row's end (1.39-1.54 ms against the naive loops' 2.18-2.54 at
-    16x16x2x2x57x57); rows shorter than two float4 keep the naive loops; the built copy equals pa.evaluate."""
+def test_a_copy_whose_rows_no_vector_divides_runs_whole_rows_in_float4(opencl):
+    """copy_rows: a de-interleaved copy's rows of 57 (a stride-2 transposed conv's output gradient) run whole in a
+    work-item, 14 float4 and a point (1.00 ms against float4 tiles' 1.43-1.45, the last moved back, at
+    16x16x2x2x57x57; rows of 15, 29: 0.62x, 0.81x); rows shorter than two float4 keep the naive loops; the built
+    copy equals pa.evaluate."""
     ins, grads = _transposed_conv_grads(14, 3, 2)  # 27 wide: the copy's rows are 15 (14 read)
     graph = Schedule("g", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED)
     sched = auto_schedule(apply_graph_schedule(grads, graph)[0], device=ZEN5)
     (copy,) = [n for n in sched.stages if n.endswith("_s2d")]
-    assert sched.stages[copy] == StageSchedule(tile=(1, 1, 1, 1, 1, 4), vectorize=4)
-    assert any(n.startswith(copy + ":") and "the last moved back" in n for n in sched.notes)
+    assert sched.stages[copy] == StageSchedule(tile=(1, 1, 1, 1, 1, 16), vectorize=4)
+    assert any(n.startswith(copy + ":") and "whole rows in vectors of 4" in n for n in sched.notes)
     assert [_cut_width(e, ZEN5) for e in (57, 15, 8, 7)] == [4, 4, 4, None]
     built = Schedule("g", pad=_TRANSPOSED, space_to_depth=_TRANSPOSED, stages={copy: sched.stages[copy]})
     _assert_built_equals_evaluate(grads, ins, built, 2)
