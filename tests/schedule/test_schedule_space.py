@@ -380,3 +380,17 @@ def test_the_stage_space_key_carries_what_the_rules_read_of_the_graph():
     by_lanes = GraphChoice(outputs=[B], made_by={"rfactor": {"C": "rfactor_lanes"}})
     rf = pa.compute((8, 32), lambda i, j: X[i, j], name="C_rf")
     assert stage_space_key(rf.op, stage_info(rf.op), by_rows) != stage_space_key(rf.op, stage_info(rf.op), by_lanes)
+
+
+def test_row_sums_of_exp_over_60_rows_of_1000_run_in_vectors_of_partials():
+    """softmax_homebrew's ``S[i, 0] = sum_j exp(T[i, j])`` (keepdims): 60000 iterations, which ran as 8 scalar
+    work-items (the rule's floor was 65536); in lanes along j its forward ran 0.89x and its backward 0.93x.  A
+    quarter of it (15 rows) stays under the floor."""
+    for rows, split in ((60, True), (15, False)):
+        T = pa.placeholder((rows, 1000), name="T")
+        S = pa.ops.sum(pa.ops.exp(T), axis=-1, keepdims=True)
+        g = graph_decisions(uniquely_named([S]), ZEN5)
+        S = S.op.name
+        assert (g.made_by["rfactor"].get(S) == "rfactor_lanes") == split, (rows, g.made_by)
+        if split:
+            assert RFactor.of(g.rfactor[S]).factor == 16
