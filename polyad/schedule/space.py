@@ -1132,15 +1132,15 @@ def _batch_blocks(op, info, dm, graph):
         return []  # the batch moved (filters_innermost's channels: the model ranks their blocks)
     if len(op.shape) < 2:
         return []
-    lanes = math.gcd(op.shape[-1], _const("batch_blocks", "lanes"))
-    vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and lanes % v == 0), default=1)
+    vec = max((v for v in dm.widths if v <= max(dm.vector_width, 1) and op.shape[-1] % v == 0), default=1)
     if vec < 4:
         return []
+    lanes = math.gcd(op.shape[-1], _const("batch_blocks", "vectors") * vec)
     c = min(_const("batch_blocks", "channels"), op.shape[0])
     row = 1  # points of the row beside the batch: with few channels, the block's accumulators are too few
     phase = phase_strides(op)
     if c < _const("batch_blocks", "channels") and phase is None and len(op.shape) >= 3:
-        row = min(op.shape[-2], -(-_const("batch_blocks", "accumulators") // c))
+        row = min(op.shape[-2], -(-_const("batch_blocks", "accumulators") // (c * (lanes // vec))))
     tile = (c,) + (1,) * (len(op.shape) - 3) + ((row,) if len(op.shape) >= 3 else ()) + (lanes,)
     return [StageSchedule(tile=tile, vectorize=vec, phase=phase)]
 
@@ -2089,15 +2089,20 @@ RULES = (
          target="inline"),
     # stage: deciding rules first (a block they measured, the model ranks it alone)
     Rule("batch_blocks", "stage", "a stage computed with its batch innermost (CPU): channels x lanes blocks, in "
-         "vectors along the batch, dense phases where its outputs are strided; fewer channels than accumulators "
-         "(unphased): as many points of the row beside the batch as make up the accumulators",
-         {"channels": 8, "lanes": 16, "accumulators": 16},
+         "two vectors along the batch (of the widest width dividing it), dense phases where its outputs are strided; "
+         "fewer channels than accumulators (unphased): as many points of the row beside the batch as make up the "
+         "accumulators",
+         {"channels": 8, "vectors": 2, "accumulators": 16},
          "conv2d_5x5_s3 dX with the batch innermost (17x58x58x32, phases 1x3x3x1), PoCL, 2-core Zen 4, min of 5: "
          "8x1x1x16/float8 1.49 ms, 4x1x1x32/8 2.35, 2x1x1x32/8 3.06, 4x1x1x16/8 2.75; the model's favourite "
          "1x4x2x8/8 (it ranks these as strided) 8.2 ms modelled.  lenet_step's second convolution's dX (6x12x12x64, "
          "6 channels), 2-core Zen 5, medians of 7 alternating rounds, four runs, against 6x1x1x16/float16: "
          "6x1x3x16 0.56-0.73, 6x1x4x16 0.46-0.82, 6x1x2x16 0.60-0.80; blocking the row of 8 channels hurt on "
-         "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels",
+         "conv2d_5x5_s3's phases (8x1x2x16 1.7x) and read 0.84-1.2 on conv2d_3x3's 17 channels.  Thirty-fourth "
+         "session, 2-core Zen 5 (16 lanes), lanes 16 -> two vectors: conv2d_5x5_s3's dX_t 8x1x1x16/16 1.23 ms, "
+         "8x1x1x32 0.88, 4x1x1x32 0.80; a stride-2 transposed conv's dW_t (batch-innermost filters) 2.50 -> 1.27, "
+         "4x1x1x32 1.68; backwards in alternating rounds: conv2d_3x3 0.92x, conv2d_5x5_s3 0.85x, lenet_step 0.98x, "
+         "bench_ops' conv2d_s2 0.94x and transposed conv 0.88x",
          **_deciding("batch_blocks", _batch_blocks),
          note=lambda op, info, dm: "computed with its batch innermost: channels x lanes blocks along the batch"),
     Rule("channel_lane_blocks", "stage", "a convolution computed with its second dimension innermost "

@@ -200,9 +200,11 @@ def pad_reads_of(grads, n):
 
 
 def test_few_channels_make_up_the_accumulators_along_the_row():
-    """batch_blocks: 6 channels (lenet_step's second convolution's dX) are 6 float16 accumulators; the block
-    takes 3 points of the row beside the batch too (18), 0.56-0.73 of 6x1x1x16's time there.  8 channels and more,
-    or phased outputs, keep one point of the row (row blocks measured 0.84-1.7x on conv2d_3x3 and conv2d_5x5_s3)."""
+    """batch_blocks: two vectors of the batch (32 lanes in float16: 0.85-0.92x on conv2d_3x3's and conv2d_5x5_s3's
+    backwards, where one vector of 16 ran); 6 channels (lenet_step's second convolution's dX) are 12 float16
+    accumulators, so the block takes 2 points of the row beside the batch too (24; 6x1x3x16, 18, had run 0.56-0.73 of
+    6x1x1x16's time, and 6x1x2x32's backward reads 0.98x of it).  8 channels and more, or phased outputs, keep one
+    point of the row (row blocks measured 0.84-1.7x on conv2d_3x3 and conv2d_5x5_s3)."""
     built = {}
 
     def block(c_in, stride):
@@ -214,9 +216,9 @@ def test_few_channels_make_up_the_accumulators_along_the_row():
         return ss.tile, ss.vectorize, moved.shape, ss.phase
 
     tile, vec, shape, phase = block(6, 1)
-    assert shape == (6, 12, 12, 32) and tile == (6, 1, 3, 16) and vec == 16 and phase is None
-    assert block(8, 1)[0] == (8, 1, 1, 16) and block(17, 1)[0] == (8, 1, 1, 16)
-    assert block(2, 1)[0] == (2, 1, 8, 16)
+    assert shape == (6, 12, 12, 32) and tile == (6, 1, 2, 32) and vec == 16 and phase is None
+    assert block(8, 1)[0] == (8, 1, 1, 32) and block(17, 1)[0] == (8, 1, 1, 32)
+    assert block(2, 1)[0] == (2, 1, 4, 32)
     tile, _, _, phase = block(6, 3)
     assert phase is not None and tile[2] == 1  # phases: one point of the row
     grads, feeds, sched = built[6, 1]  # the block built, against pa.evaluate

@@ -33,7 +33,7 @@ ZEN5_CALIBRATED = DeviceModel.load(auto_golden.DEVICES / "zen5-calibrated.json")
 GPU = DeviceModel.load(auto_golden.DEVICES / "gpu-former-constants.json")
 # the workloads whose auto backward gets a phased stage at the benchmark shapes (zen5-former-constants); the
 # tiny-shape builds below check each against pa.evaluate
-PHASED = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad_t": StageSchedule(phase=(1, 3, 3, 1), tile=(8, 1, 1, 16),
+PHASED = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad_t": StageSchedule(phase=(1, 3, 3, 1), tile=(8, 1, 1, 32),
                                                                     vectorize=16)}}
 # ... computed with the batch innermost (batch_lanes; the hand-written gradient's conv_dX too)
 INNER = {"conv2d_5x5_s3": {"d_X_from_conv2d_pad": 0}}
@@ -168,7 +168,7 @@ def test_auto_picks_phases_for_the_strided_conv_data_gradient_only():
         assert all(ss.phase is None for ss in s.stages.values()), name
     s = auto_schedule(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"], device=ZEN5)
     assert s.innermost == INNER["conv2d_5x5_s3"]
-    assert any("phase 1x3x3x1, tile 8x1x1x16, vectorize 16" in n for n in s.notes)
+    assert any("phase 1x3x3x1, tile 8x1x1x32, vectorize 16" in n for n in s.notes)
 
 
 def _fit(ss, shape):
