@@ -399,15 +399,15 @@ def graph_moves(outputs, auto, model):
 
 
 def _lanes_along_rows(outputs, auto, name, model):
-    """What rule rfactor_lanes proposes for stage ``name`` (on auto's padded graph), where rfactor_batch_lanes took
-    the stage first: the tuner's way back to it; None where it proposes nothing."""
+    """What rule rfactor_lanes proposes for stage ``name`` (on auto's folded and padded graph), where
+    rfactor_batch_lanes took the stage first: the tuner's way back to it; None where it proposes nothing."""
+    from ..schedule import Schedule
     from ..schedule.cost import stage_info
-    from ..schedule.graph import pad_reads, stage_ops
+    from ..schedule.graph import apply_graph_schedule, stage_ops
     from ..schedule.space import RULE
 
-    g = outputs
-    for p in sorted(auto.pad):
-        g = pad_reads(g, p)
+    # folded first: a stride-phased data gradient is a sum to pad only once its crop computes it (conv2d_5x5_s3)
+    g, _ = apply_graph_schedule(outputs, Schedule("graph", pad=auto.pad, fold=auto.fold))
     op = stage_ops(g)[1].get(name)
     props = RULE["rfactor_lanes"].propose(op, stage_info(op), model) if op is not None else []
     return props[0][0] if props else None

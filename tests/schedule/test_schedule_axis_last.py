@@ -144,6 +144,13 @@ def test_the_tuner_can_move_back_to_the_lanes_along_the_rows():
     auto = auto_schedule(outs, device=ZEN5)
     moves = [m.value for m, _ in graph_moves(outs, auto, ZEN5) if m.field == "rfactor" and m.name == "d_W_from_conv2d"]
     assert RFactor(8, "x", True) in moves and None in moves  # the rows' lanes, and no rfactor at all
+    # conv2d_5x5_s3's data gradient is a sum to pad only once its crop is folded: the rows' lanes are looked for on
+    # auto's folded and padded graph (padded unfolded, the tuner stopped on a ScheduleError before its first trial)
+    outs = uniquely_named(dict(auto_golden.graphs("conv2d_5x5_s3", None))["bwd"])
+    auto = auto_schedule(outs, device=ZEN5)
+    assert auto.fold == auto.pad == {"d_X_from_conv2d_pad"} and RFactor.of(auto.rfactor["d_W_from_conv2d"]).axis_last
+    whys = [w for _, w in graph_moves(outs, auto, ZEN5)]
+    assert "no pad_reads of d_X_from_conv2d_pad" in whys and "no rfactor of d_W_from_conv2d" in whys
 
 
 def test_the_space_and_the_tuners_moves_hold_it():
