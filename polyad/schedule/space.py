@@ -1200,9 +1200,11 @@ def _batch_last_copy(op, info, dm, graph):
     its rows (contiguous in what it reads) by one vector of the batch."""
     if dm.kind != "cpu" or "moved_last_for" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
         return []
-    lanes = _const("batch_last_copy", "lanes")
+    k = RULE["batch_last_copy"].constants
+    whole = op.shape[-1] in k["whole_batches"]  # the batch whole, a few points of the row: whole lines written
+    lanes, run = (k["whole_lanes"], k["whole_run"]) if whole else (k["lanes"], k["run"])
     vec = max((v for v in dm.widths if v <= min(lanes, max(dm.vector_width, 1)) and op.shape[-1] % v == 0), default=1)
-    tile = (1,) * (len(op.shape) - 2) + (min(op.shape[-2], _const("batch_last_copy", "run")), vec)
+    tile = (1,) * (len(op.shape) - 2) + (min(op.shape[-2], run), op.shape[-1] if whole else vec)
     return [StageSchedule(tile=tile, vectorize=vec)]
 
 
@@ -2193,13 +2195,17 @@ RULES = (
          **_deciding("batch_back", _batch_back),
          note=lambda op, info, dm: "a copy back from the batch-innermost layout: runs of the batch"),
     Rule("batch_last_copy", "stage", "an operand's copy with the batch last (CPU): a run of its rows by one vector "
-         "of the batch",
-         {"run": 16, "lanes": 4},
+         "of the batch; a batch of whole_batches whole, by whole_run points of the row, in vectors of whole_lanes",
+         {"run": 16, "lanes": 4, "whole_batches": (32,), "whole_run": 2, "whole_lanes": 2},
          "lenet_step's padded H moved batch-last (16x16x16x64), PoCL, 2-core Zen 4: 1x1x16x8/float8 0.13 ms, "
          "1x1x16x16/float16 0.17, copy_rows' 1x1x1x64 0.41; Zen 5, float4 against float8 (thirty-third session, "
          "whole backwards in order-alternating rounds): a stride-2 transposed conv's X_t (16x32x56x56, 1.29 ms "
          "in float8, 0.45 in float4) 0.87x twice, conv2d_s2 0.96x, conv2d_5x5_s3 0.95x and 0.98x, conv2d_3x3 "
-         "1.03x and 0.94x, conv2d_dilated 0.99x, lenet_step 0.98x",
+         "1.03x and 0.94x, conv2d_dilated 0.99x, lenet_step 0.98x.  Thirty-fourth session (the tuner's pick on "
+         "conv2d_5x5_s3), 2 points of the row by the batch whole in float2 against 16 by a float4, whole backwards "
+         "in alternating rounds: batches of 32 conv2d_5x5_s3 0.70x, conv2d_3x3 0.78x; others no gain or a loss: "
+         "batch 64 lenet_step 1.07x (2x64) and 1.08x (2x32), conv2d_s2's 64 filters last 0.97x (2x64) and 1.07x "
+         "(2x32), batch 16 the transposed conv 0.99x, batch 8 conv2d_dilated 1.01x",
          **_deciding("batch_last_copy", _batch_last_copy),
          note=lambda op, info, dm: "a copy with the batch last: runs of its rows by a vector of the batch"),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
