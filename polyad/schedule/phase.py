@@ -18,6 +18,7 @@ Several sources combine by their least common multiple; a stride larger than the
 is dropped (a phase needs a point per remainder).
 """
 
+import itertools
 from math import gcd
 
 import islpy as isl
@@ -108,8 +109,6 @@ def phase_boxes(domain, n_out, strides):
     phase boxes drop that clip, ``0 <= y < 28`` becomes ``0 <= y <= 28``: every phase a box, one more row read.
     None when a phase has no point or is unbounded.
     """
-    import itertools
-
     n, m = n_out, domain.dim(_dt.set) - n_out
     dims = [d for d in range(n) if strides[d] > 1]
     out = None
@@ -131,8 +130,6 @@ def phase_boxes(domain, n_out, strides):
         got = box.apply(isl.Map(f"{{ [{', '.join(qs)}] -> [{', '.join(xs)}] : {back} }}"))
         out = got if out is None else out.union(got)
     return out.coalesce()
-
-
 
 
 def _domain_strides(st):

@@ -1125,7 +1125,8 @@ def _propose_whole_rows(op, info, dm, graph):
 
 def _batch_blocks(op, info, dm, graph):
     """The block of a stage :func:`~polyad.schedule.graph.innermost` moved (CPU): ``channels`` of its first
-    dimension by ``lanes`` of the moved one, in vectors, each phase dense where its outputs are strided."""
+    dimension by two vectors of the moved one (of the widest width dividing it), each phase dense where its
+    outputs are strided."""
     from .phase import phase_strides
 
     if dm.kind != "cpu" or getattr(op, "attrs", {}).get("dim", -1) != 0 or "innermost_of" not in op.attrs:
@@ -1197,7 +1198,8 @@ def _batch_back(op, info, dm, graph):
 
 def _batch_last_copy(op, info, dm, graph):
     """An operand's copy with the batch last, made by :func:`~polyad.schedule.graph.innermost` (CPU): a run of
-    its rows (contiguous in what it reads) by one vector of the batch."""
+    its rows (contiguous in what it reads) by one vector of the batch; a batch of ``whole_batches`` whole, by a
+    few points of the row (each work-item writes whole cache lines of the copy)."""
     if dm.kind != "cpu" or "moved_last_for" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
         return []
     k = RULE["batch_last_copy"].constants
@@ -2207,7 +2209,9 @@ RULES = (
          "batch 64 lenet_step 1.07x (2x64) and 1.08x (2x32), conv2d_s2's 64 filters last 0.97x (2x64) and 1.07x "
          "(2x32), batch 16 the transposed conv 0.99x, batch 8 conv2d_dilated 1.01x",
          **_deciding("batch_last_copy", _batch_last_copy),
-         note=lambda op, info, dm: "a copy with the batch last: runs of its rows by a vector of the batch"),
+         note=lambda op, info, dm: "a copy with the batch last: " + (
+             "the batch whole by points of its rows" if op.shape[-1] in RULE["batch_last_copy"].constants[
+                 "whole_batches"] else "runs of its rows by a vector of the batch")),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          **_deciding("row_partials", _row_partials),

@@ -158,7 +158,8 @@ def test_phased_vector_blocks_of_a_strided_convolutions_data_gradient_are_priced
     grads = pa.differentiate(Y, [X, W], pa.placeholder(Y.shape, name="H"))
     g = graph_decisions(scheduled_graph(list(grads)), REFILL)
     assert g.pad == {"d_X_from_conv2d_pad"}  # auto runs it over its phases' boxes: the border cases are not priced
-    info = cost.stage_info(stage_ops(fold(scheduled_graph(list(grads)), "d_X_from_conv2d_pad"))[1]["d_X_from_conv2d_pad"])
+    folded = fold(scheduled_graph(list(grads)), "d_X_from_conv2d_pad")
+    info = cost.stage_info(stage_ops(folded)[1]["d_X_from_conv2d_pad"])
     ph = (1, 1, 2, 2)
     assert cost.ragged_share(info.phase_info(ph), 16, 16, REFILL.widths) == pytest.approx((3 / 83, 0.0))
 
