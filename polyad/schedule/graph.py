@@ -718,7 +718,10 @@ def paddable(op):
     boxed = next((Clipped(st, load, box, tuple(bb)) for load, inb in inside.values()
                   if dom.is_equal(box.intersect(inb))), None)
     strides = phase_strides(op) if inside else None
-    phased = phase_boxes(dom, st.n_out, strides) if strides else None
+    try:
+        phased = phase_boxes(dom, st.n_out, strides) if strides else None
+    except isl.Error:  # a phase isl cannot bound or count: the phases stay clipped (a heuristic, not the build)
+        phased = None
     if phased is None or phased.is_equal(dom) or (boxed and count(phased) >= math.prod(hi - lo + 1 for lo, hi in bb)):
         return boxed  # the box when the phases' boxes run no fewer points (a dilated convolution's)
     # a stride-2 convolution's data gradient is its box clipped by W's taps too: 28x28 rows where 2.25 are read

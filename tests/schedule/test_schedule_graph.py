@@ -281,6 +281,25 @@ def test_pad_reads_runs_a_strided_data_gradient_over_its_phases_boxes():
     _same([g], [dX], feeds)
 
 
+def test_a_phase_isl_cannot_bound_leaves_the_sum_clipped(monkeypatch):
+    """paddable is a heuristic: where isl fails on a phase's boxes, the strided sum stays as it is (no padding over
+    its phases), and no isl error reaches the build."""
+    import polyad.schedule.phase as phase_mod
+    from polyad.schedule.graph import fold, foldable, paddable, stage_ops, uniquely_named
+
+    def fails(*args):
+        raise isl.Error("some divs are unknown")
+
+    dX, H, W, feeds = _conv_dx(size=14, stride=2, padding=1)
+    outs = uniquely_named([dX])
+    (crop,) = [op.name for op in stage_ops(outs)[0] if foldable(outs, op) is None]
+    op = stage_ops(fold(outs, crop))[1][crop]
+    assert paddable(op).box is None
+    monkeypatch.setattr(phase_mod, "phase_boxes", fails)
+    found = paddable(op)
+    assert found is None or found.box is not None  # W's box, or nothing: never the phases'
+
+
 def test_auto_pads_a_strided_data_gradient_and_the_build_matches_evaluate(opencl):
     """Auto pads a 3x3/2/1 conv2d's data gradient over its phases' boxes (16 filters: 36 terms a point); built in
     auto's block and phased, it equals pa.evaluate's unpadded gradient."""
