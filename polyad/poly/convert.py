@@ -476,6 +476,15 @@ def bounds(s):
     return out
 
 
+def bounding_box(s):
+    """(:func:`bounds` of a bounded, non-empty set, the box they span in its space)."""
+    bb = bounds(s)
+    box = isl.Set.universe(s.get_space())
+    for d, (lo, hi) in enumerate(bb):
+        box = box.lower_bound_val(_dt.set, d, isl.Val(lo)).upper_bound_val(_dt.set, d, isl.Val(hi))
+    return bb, box
+
+
 def count(s):
     """The number of integer points of a bounded set.
 

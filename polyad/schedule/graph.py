@@ -690,22 +690,29 @@ def paddable(op):
     so (a stride-2 convolution's data gradient, clipped where its odd phases' taps pass ``H``'s last row):
     each phase then runs a box.
     """
-    from ..poly.convert import NotAffine, ToIsl, count
+    return _paddable(op)[0]
+
+
+@op_memo
+def _paddable(op):
+    """:func:`paddable`'s answer as a 1-tuple (op_memo keeps only what is not None), once per op: the phases' isl
+    work took 52 ms on conv2d_5x5_s3's backward, asked again for each graph variant the tuner builds."""
+    from ..poly.convert import NotAffine, ToIsl, bounding_box, count
     from .phase import phase_boxes, phase_strides
 
     if isinstance(op, PlaceholderOp) or isinstance(op, ComputeOp) or op.num_outputs != 1:
-        return None
+        return (None,)
     if len(op.statements) != 1:
-        return None
+        return (None,)
     st = op.statements[0]
     if st.combiner is None or st.accumulate or st.combiner.kind() != "sum":
-        return None
+        return (None,)
     dom = st.domain.reset_tuple_id()
-    bb, box = _bounding_box(dom)
+    bb, box = bounding_box(dom)
     if bb[: st.n_out] != [(0, n - 1) for n in op.shape]:
-        return None
+        return (None,)
     if dom.is_equal(box):
-        return None  # already a box
+        return (None,)  # already a box
     conv = ToIsl(st.vars)
     inside = {}
     for load in {id(n): n for n in post_order(tuple(st.values)) if isinstance(n, Load)}.values():
@@ -723,15 +730,15 @@ def paddable(op):
     except isl.Error:  # a phase isl cannot bound or count: the phases stay clipped (a heuristic, not the build)
         phased = None
     if phased is None or phased.is_equal(dom) or (boxed and count(phased) >= math.prod(hi - lo + 1 for lo, hi in bb)):
-        return boxed  # the box when the phases' boxes run no fewer points (a dilated convolution's)
+        return (boxed,)  # the box when the phases' boxes run no fewer points (a dilated convolution's)
     # a stride-2 convolution's data gradient is its box clipped by W's taps too: 28x28 rows where 2.25 are read
     for load, inb in inside.values():
         if dom.is_equal(phased.intersect(inb)):
             # the domain less the operand's bounds, in the domain's own constraints where that is the same set (the
             # union of the phases' boxes has a div a phase, which phase_strides would read as strides of their own)
-            plain = dom.gist(inb).intersect(_bounding_box(phased)[1])
-            return Clipped(st, load, plain if plain.is_equal(phased) else phased)
-    return boxed
+            plain = dom.gist(inb).intersect(bounding_box(phased)[1])
+            return (Clipped(st, load, plain if plain.is_equal(phased) else phased),)
+    return (boxed,)
 
 
 def pad_reads(outputs, stage):
@@ -1323,21 +1330,11 @@ def _s2d_copy(T, strides, stage, taken):
     return f, made
 
 
-def _bounding_box(dom):
-    """(the per-dimension bounds of a bounded set, the box they span)."""
-    from ..poly.convert import bounds
-
-    bb = bounds(dom)
-    box = isl.Set.universe(dom.get_space())
-    for d, (lo, hi) in enumerate(bb):
-        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(lo)).upper_bound_val(isl.dim_type.set, d, isl.Val(hi))
-    return bb, box
-
-
 def _box_copy(op):
     """(the read statement, its bounds) when ``op`` is a zero-padded copy: a polyhedral stage that reads a
     tensor over a box of its domain and is zero elsewhere (``pa.nn``'s padding, :func:`pad_reads`'s
     copies); else None."""
+    from ..poly.convert import bounding_box
     from ..poly.stage import PolyOp
 
     if not isinstance(op, PolyOp) or op.num_outputs != 1:
@@ -1356,7 +1353,7 @@ def _box_copy(op):
     if len(reads) != 1:
         return None
     dom = reads[0].domain.reset_tuple_id()
-    bb, box = _bounding_box(dom)
+    bb, box = bounding_box(dom)
     return (reads[0], bb) if dom.is_equal(box) else None
 
 

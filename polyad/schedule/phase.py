@@ -23,7 +23,7 @@ from math import gcd
 
 import islpy as isl
 
-from ..poly.convert import count, pieces
+from ..poly.convert import bounding_box, count, pieces
 
 _dt = isl.dim_type
 
@@ -120,9 +120,7 @@ def phase_boxes(domain, n_out, strides):
         if found is None or not found[0].is_bounded():
             return None
         Dp, skew = found
-        box = isl.Set.universe(Dp.get_space())
-        for k in range(n + m):
-            box = box.lower_bound_val(_dt.set, k, Dp.dim_min_val(k)).upper_bound_val(_dt.set, k, Dp.dim_max_val(k))
+        box = bounding_box(Dp)[1]
         qs = [f"pa_q{d}" for d in range(n)] + [f"pa_s{j}" for j in range(m)]
         xs = [f"pa_x{d}" for d in range(n)] + [f"pa_r{j}" for j in range(m)]
         back = " and ".join([f"pa_x{d} = {s}*pa_q{d} + {p}" for d, (s, p) in enumerate(zip(strides, offs))]

@@ -1203,11 +1203,17 @@ def _batch_last_copy(op, info, dm, graph):
     if dm.kind != "cpu" or "moved_last_for" not in getattr(op, "attrs", {}) or len(op.shape) < 2:
         return []
     k = RULE["batch_last_copy"].constants
-    whole = op.shape[-1] in k["whole_batches"]  # the batch whole, a few points of the row: whole lines written
+    whole = _whole_batch(op)
     lanes, run = (k["whole_lanes"], k["whole_run"]) if whole else (k["lanes"], k["run"])
     vec = max((v for v in dm.widths if v <= min(lanes, max(dm.vector_width, 1)) and op.shape[-1] % v == 0), default=1)
     tile = (1,) * (len(op.shape) - 2) + (min(op.shape[-2], run), op.shape[-1] if whole else vec)
     return [StageSchedule(tile=tile, vectorize=vec)]
+
+
+def _whole_batch(op):
+    """Whether ``batch_last_copy`` copies ``op``'s batch whole, by a few points of the row (its work-items write
+    whole cache lines of the copy)."""
+    return op.shape[-1] in _const("batch_last_copy", "whole_batches")
 
 
 def _padded_rows(op, info, dm, graph):
@@ -2210,8 +2216,8 @@ RULES = (
          "(2x32), batch 16 the transposed conv 0.99x, batch 8 conv2d_dilated 1.01x",
          **_deciding("batch_last_copy", _batch_last_copy),
          note=lambda op, info, dm: "a copy with the batch last: " + (
-             "the batch whole by points of its rows" if op.shape[-1] in RULE["batch_last_copy"].constants[
-                 "whole_batches"] else "runs of its rows by a vector of the batch")),
+             "the batch whole by points of its rows" if _whole_batch(op) else "runs of its rows by a vector of the "
+             "batch")),
     Rule("row_partials", "stage", "a row rfactor's partial stage: one row's partials per work-item, contiguous vectors",
          {}, "softmax bwd: these blocks 3.14 ms, the model's smaller ones 3.19, no rfactor 3.36 (hand TE 3.01)",
          **_deciding("row_partials", _row_partials),
